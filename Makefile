@@ -1,0 +1,81 @@
+# clawgym_ros: two commands on a fresh machine.
+#   make demo   set everything up, then run the main job on the embedded default (MuJoCo + OMPL)
+#   make test   set everything up, then run the test suite
+# Set-up is idempotent: stamp files in .venv/ make a second `make setup` take seconds.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+BUILD := $(CURDIR)/build
+STAMP_APT := $(VENV)/.stamp-apt
+STAMP_DEPS := $(VENV)/.stamp-deps
+STAMP_IFACE := $(VENV)/.stamp-interfaces
+STAMP_PKG := $(VENV)/.stamp-package
+IFACE_SRC := $(shell find clawgym_interfaces -type f \( -name '*.msg' -o -name '*.srv' -o -name '*.action' -o -name 'CMakeLists.txt' -o -name 'package.xml' \))
+APT_PACKAGES := cmake g++ make git libegl1 libgl1 libegl-mesa0 libgles2 libosmesa6
+# On a ROS 2 workstation (ROS_DISTRO set, /opt/ros/<distro> sourced) the system ROS is used.
+ifdef ROS_DISTRO
+VENV_FLAGS := --system-site-packages
+ROS_REQS :=
+else
+VENV_FLAGS :=
+ROS_REQS := -r requirements-ros.txt
+endif
+DEMO_OUT ?= runs/demo
+PYTEST_ARGS ?=
+
+.PHONY: setup test demo lint bench clean interfaces
+
+setup: $(STAMP_PKG)
+
+$(STAMP_APT):
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing apt packages:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
+	@touch $@
+
+$(STAMP_DEPS): $(STAMP_APT) requirements.txt requirements-ros.txt
+	$(PY) -m pip install -q --disable-pip-version-check $(ROS_REQS) -r requirements.txt
+	@touch $@
+
+$(STAMP_IFACE): $(STAMP_DEPS) $(IFACE_SRC)
+	@rm -rf $(BUILD)/clawgym_interfaces && mkdir -p $(BUILD)/clawgym_interfaces
+	cd $(BUILD)/clawgym_interfaces && \
+	  AMENT_PREFIX_PATH="$(VENV)$${AMENT_PREFIX_PATH:+:$$AMENT_PREFIX_PATH}" PATH="$(VENV)/bin:$$PATH" \
+	  cmake $(CURDIR)/clawgym_interfaces -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+	    "-DCMAKE_PREFIX_PATH=$(VENV)$${CMAKE_PREFIX_PATH:+;$$CMAKE_PREFIX_PATH}" \
+	    -DCMAKE_INSTALL_PREFIX=$(VENV) -DPython3_EXECUTABLE=$(PY) > $(BUILD)/interfaces-configure.log \
+	  || { cat $(BUILD)/interfaces-configure.log; exit 1; }
+	cd $(BUILD)/clawgym_interfaces && PATH="$(VENV)/bin:$$PATH" \
+	  $(MAKE) --no-print-directory -j2 install > $(BUILD)/interfaces-build.log 2>&1 \
+	  || { tail -40 $(BUILD)/interfaces-build.log; exit 1; }
+	$(PY) -c "import clawgym_interfaces.msg, clawgym_interfaces.srv, clawgym_interfaces.action"
+	@touch $@
+
+$(STAMP_PKG): $(STAMP_IFACE) setup.py setup.cfg package.xml $(wildcard clawgym_ros/nodes/*_node.py)
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+interfaces: $(STAMP_IFACE)
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check clawgym_ros test launch setup.py
+
+demo: setup
+	$(VENV)/bin/clawgym demo --out $(DEMO_OUT)
+
+bench: setup
+	$(VENV)/bin/clawgym bench sim --json
+
+clean:
+	rm -rf $(BUILD) $(VENV) *.egg-info

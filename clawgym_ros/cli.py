@@ -1,0 +1,69 @@
+"""`clawgym`: the command-line entry point. Thin: parses, then calls cores or starts nodes.
+
+Each subcommand lives in ``clawgym_ros.commands.<name>`` with ``register(subparsers)``; heavy
+imports happen inside the handlers so that ``clawgym --help`` stays fast. Errors print one line
+(what, where, allowed values) and exit non-zero; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from clawgym_ros import __version__
+from clawgym_ros.errors import ClawgymError
+
+#: Subcommand modules under clawgym_ros.commands, in --help order.
+COMMANDS: tuple[str, ...] = (
+    "demo",
+    "lineage",
+    "artifacts",
+    "bench",
+)
+
+EXIT_USER_ERROR = 2
+EXIT_INTERNAL_ERROR = 1
+EXIT_INTERRUPTED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="clawgym",
+        description="ClawGym: closed-loop synthesis, training and evaluation of claw agents.",
+    )
+    parser.add_argument("--version", action="version", version=f"clawgym {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"clawgym_ros.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (also used by the console script)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result = args.handler(args)
+    except ClawgymError as err:
+        if args.debug:
+            raise
+        print(f"clawgym {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print(f"clawgym {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as err:  # noqa: BLE001 (last line of defence: one line, not a traceback)
+        if args.debug:
+            raise
+        print(f"clawgym {args.command}: internal error: {type(err).__name__}: {err} "
+              "(run with --debug for the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""`clawgym bench AREA --json`: one benchmark area, one JSON object on stdout."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from clawgym_ros.bench import AREAS
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("bench", help="run a benchmark area and print one JSON object")
+    parser.add_argument("area", choices=sorted(AREAS), help="what to measure")
+    parser.add_argument("--json", action="store_true",
+                        help="print only the JSON object (default: JSON plus a short summary)")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for random problems")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from clawgym_ros.bench import run_area
+
+    result = run_area(args.area, quick=args.quick, seed=args.seed)
+    print(json.dumps(result, sort_keys=True))
+    return 0

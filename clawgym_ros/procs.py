@@ -1,0 +1,113 @@
+"""Child processes for nodes: isolated ROS environment, same interpreter, reliable cleanup.
+
+Used by `clawgym loop` to start the graph and by tests. Imports no rclpy.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+DOMAIN_ID_MIN = 1
+DOMAIN_ID_MAX = 232
+
+
+def isolated_ros_env(domain_id: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for ROS processes that see only each other on this host.
+
+    Args:
+        domain_id: ROS_DOMAIN_ID in [1, 232].
+        base: environment to start from (default: this process's).
+
+    Returns:
+        A new environment mapping.
+    """
+    if not DOMAIN_ID_MIN <= domain_id <= DOMAIN_ID_MAX:
+        raise ValueError(f"ROS_DOMAIN_ID={domain_id} is invalid; allowed: "
+                         f"[{DOMAIN_ID_MIN}, {DOMAIN_ID_MAX}]")
+    env = dict(os.environ if base is None else base)
+    env["ROS_DOMAIN_ID"] = str(domain_id)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env.pop("ROS_LOCALHOST_ONLY", None)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def domain_id_for(pid: int | None = None) -> int:
+    """A domain id derived from a process id, spread over the allowed range."""
+    pid = os.getpid() if pid is None else pid
+    return DOMAIN_ID_MIN + 9 + (pid * 7919) % (DOMAIN_ID_MAX - DOMAIN_ID_MIN - 9)
+
+
+class ProcessGroup:
+    """Start child processes with this interpreter; stop them all on :meth:`close`.
+
+    Each child gets its own process group so that grandchildren are stopped too. Children
+    are started with ``sys.executable`` so that the venv (and its ROS wheel bootstrap) applies.
+    """
+
+    def __init__(self, env: Mapping[str, str] | None = None, log_dir: str | Path | None = None):
+        self.env = dict(env) if env is not None else dict(os.environ)
+        self.log_dir = Path(log_dir) if log_dir else None
+        self.procs: list[tuple[str, subprocess.Popen]] = []
+
+    def start_module(self, name: str, module: str, args: Sequence[str] = ()) -> subprocess.Popen:
+        """Run ``python -m module args...`` as a named child."""
+        return self.start(name, [sys.executable, "-m", module, *args])
+
+    def start(self, name: str, cmd: Sequence[str]) -> subprocess.Popen:
+        """Run ``cmd`` as a named child; its output goes to ``<log_dir>/<name>.log`` if set."""
+        if self.log_dir:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 (closed in close())
+        else:
+            out = subprocess.DEVNULL
+        proc = subprocess.Popen(
+            list(cmd), env=self.env, stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        if out is not subprocess.DEVNULL:
+            out.close()
+        self.procs.append((name, proc))
+        return proc
+
+    def get(self, name: str) -> subprocess.Popen:
+        for child, proc in self.procs:
+            if child == name:
+                return proc
+        raise KeyError(name)
+
+    def stop(self, name: str, timeout: float = 5.0) -> None:
+        _terminate(self.get(name), timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """SIGINT, then SIGTERM, then SIGKILL every child's process group."""
+        for _, proc in reversed(self.procs):
+            _terminate(proc, timeout)
+        self.procs.clear()
+
+    def __enter__(self) -> ProcessGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _terminate(proc: subprocess.Popen, timeout: float) -> None:
+    if proc.poll() is not None:
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + (timeout if sig != signal.SIGKILL else 10.0)
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                return
+            time.sleep(0.02)

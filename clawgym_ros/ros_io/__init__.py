@@ -1,0 +1,1 @@
+"""The one place (with clawgym_ros.nodes) where rclpy and message packages are imported."""

@@ -1,0 +1,82 @@
+"""Declare a node's ROS parameters from its config dataclass, and read the config back.
+
+Each dataclass field becomes a parameter with a ParameterDescriptor carrying the field's
+``metadata["help"]`` text; nested dataclasses become dotted prefixes (``mujoco.timestep``),
+Nav2 style. Values are validated by the dataclass itself, so a bad parameter fails with a
+message naming the field, the value and the allowed range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, TypeVar
+
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.node import Node
+
+from clawgym_ros.config import from_dict
+
+T = TypeVar("T")
+
+
+def _flatten(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Field, Any]]:
+    out = []
+    for field in dataclasses.fields(cls):
+        name = f"{prefix}{field.name}"
+        if field.default is not dataclasses.MISSING:
+            default = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        else:
+            raise TypeError(f"{cls.__name__}.{field.name} needs a default to be a ROS parameter")
+        if dataclasses.is_dataclass(default):
+            out += _flatten(type(default), f"{name}.")
+        else:
+            out.append((name, field, default))
+    return out
+
+
+def _to_param(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def declare_config(node: Node, cls: type[T], overrides: dict[str, Any] | None = None) -> T:
+    """Declare one parameter per (nested) field of ``cls`` and build the config from them.
+
+    Args:
+        node: the node to declare parameters on.
+        cls: a config dataclass whose fields all have defaults.
+        overrides: defaults to use instead of the dataclass' (e.g. from a CLI).
+
+    Returns:
+        An instance of ``cls`` built from the parameter values.
+    """
+    overrides = overrides or {}
+    values: dict[str, Any] = {}
+    for name, field, default in _flatten(cls):
+        default = overrides.get(name, default)
+        descriptor = ParameterDescriptor(description=field.metadata.get("help", field.name))
+        if isinstance(default, (list, tuple)) and not default:
+            # Empty lists have no ROS type; declare them as string arrays.
+            param = node.declare_parameter(name, [""], descriptor)
+            value = [v for v in param.value if v != ""]
+        else:
+            param = node.declare_parameter(name, _to_param(default), descriptor)
+            value = param.value
+        if isinstance(default, tuple):
+            value = tuple(value)
+        values[name] = value
+    return from_dict(cls, _nest(values), source=f"node {node.get_name()} parameters")
+
+
+def _nest(flat: dict[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for name, value in flat.items():
+        parts = name.split(".")
+        cursor = nested
+        for part in parts[:-1]:
+            cursor = cursor.setdefault(part, {})
+        cursor[parts[-1]] = value
+    return nested

@@ -1,0 +1,29 @@
+"""QoS profiles, defined once: sensor data, reliable commands, latched status."""
+
+from __future__ import annotations
+
+from rclpy.qos import (
+    DurabilityPolicy,
+    HistoryPolicy,
+    QoSProfile,
+    ReliabilityPolicy,
+    qos_profile_sensor_data,
+)
+
+#: Camera, IMU, GPS, joint states: best effort, keep last 5.
+SENSOR_QOS: QoSProfile = qos_profile_sensor_data
+#: Commands (trajectories, gripper, cmd_vel): reliable, keep last 10.
+COMMAND_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+#: Status and reports: reliable, transient local, depth 1 (late joiners get the last one).
+LATCHED_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+#: /clock: reliable, keep last 1 (lockstep consumers must not miss ticks they wait for).
+CLOCK_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)

@@ -1,0 +1,45 @@
+"""Test set-up: ROS isolation per test process, process cleanup, temporary run dirs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from clawgym_ros.procs import ProcessGroup, domain_id_for, isolated_ros_env  # noqa: E402
+
+# Set before anything initialises rclpy: a distinct domain per test process, localhost only.
+os.environ.update(isolated_ros_env(domain_id_for()))
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+@pytest.fixture
+def procs(tmp_path):
+    """Child processes in this test's ROS domain; all stopped (group-killed) after the test."""
+    group = ProcessGroup(env=dict(os.environ), log_dir=tmp_path / "logs")
+    yield group
+    group.close()
+
+
+@pytest.fixture
+def rclpy_context():
+    """A private rclpy context, shut down after the test."""
+    rclpy = pytest.importorskip("rclpy")
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        yield context
+    finally:
+        if context.ok():
+            rclpy.shutdown(context=context)
+
+
+def read_logs(tmp_path: Path) -> str:
+    """All child logs of a test, for assertion messages."""
+    logs = sorted((tmp_path / "logs").glob("*.log"))
+    return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in logs)

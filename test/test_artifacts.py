@@ -1,0 +1,126 @@
+"""Artifact store: content ids, atomic commits, id validation, verification, lineage."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clawgym_ros import constants as C
+from clawgym_ros.artifacts import ArtifactStore, atomic_write_json
+from clawgym_ros.artifacts.store import format_lineage
+from clawgym_ros.errors import ArtifactError
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ArtifactStore(tmp_path / "run")
+
+
+def test_same_content_same_id_and_manifest_records_provenance(store):
+    a = store.put_files(C.KIND_DATASET, {"a.txt": b"hello", "sub/b.bin": b"\x00\x01"},
+                        config={"task": "pick_place"}, seeds={"run": 7})
+    b = store.put_files(C.KIND_DATASET, {"sub/b.bin": b"\x00\x01", "a.txt": b"hello"},
+                        seeds={"run": 8})
+    assert a.id == b.id and len(a.id) == 64
+    assert a.path == store.root / C.KIND_DATASET / a.id
+    m = json.loads((a.path / C.FILE_MANIFEST).read_text())
+    assert m["kind"] == C.KIND_DATASET and m["seeds"] == {"run": 7}
+    assert m["config"] == {"task": "pick_place"}
+    assert "numpy" in m["versions"] and m["git_commit"]
+    assert set(m["files"]) == {"a.txt", "sub/b.bin"}
+    other_kind = store.put_files(C.KIND_REPORT, {"a.txt": b"hello", "sub/b.bin": b"\x00\x01"})
+    assert other_kind.id != a.id
+
+
+def test_failed_write_leaves_nothing_under_an_id(store):
+    with pytest.raises(RuntimeError), store.stage(C.KIND_CHECKPOINT) as staging:
+        (staging.path / "weights.bin").write_bytes(b"partial")
+        raise RuntimeError("node died mid-write")
+    assert not (store.root / C.KIND_CHECKPOINT).exists() or not any(
+        (store.root / C.KIND_CHECKPOINT).iterdir())
+    assert not any((store.root / C.DIR_STAGING).iterdir())
+    assert store.list() == []
+
+
+def test_uncommitted_staging_is_discarded(store):
+    with store.stage(C.KIND_REPORT) as staging:
+        (staging.path / "report.json").write_text("{}")
+    assert store.list() == []
+
+
+@pytest.mark.parametrize("bad", ["not-an-id", "../../etc/passwd", "ABCDEF0123", "abc",
+                                 "0" * 65, "", None, 12345678, "deadbeef/../x"])
+def test_malformed_ids_are_rejected(store, bad):
+    with pytest.raises(ArtifactError, match="malformed"):
+        store.resolve(bad)
+
+
+def test_unknown_ambiguous_and_wrong_kind(store):
+    a = store.put_files(C.KIND_DATASET, {"x": b"1"})
+    with pytest.raises(ArtifactError, match="unknown"):
+        store.resolve("0" * 64 if not a.id.startswith("0") else "1" * 64)
+    assert store.resolve(a.id[:8]).id == a.id
+    with pytest.raises(ArtifactError, match="is a dataset, expected a checkpoint"):
+        store.resolve(a.id, kind=C.KIND_CHECKPOINT)
+    # Two ids sharing an 8-character prefix (a collision a real store can meet over time).
+    for tail in ("0" * 56, "1" * 56):
+        (store.root / C.KIND_DATASET / ("cafebabe" + tail)).mkdir()
+    common = "cafebabe"
+    with pytest.raises(ArtifactError, match="ambiguous"):
+        store.resolve(common)
+
+
+def test_unknown_parent_is_refused(store):
+    with pytest.raises(ArtifactError, match="unknown artifact id"):
+        store.put_files(C.KIND_REPORT, {"r": b"1"}, parents=["a" * 64])
+    assert store.list() == []
+
+
+def test_symlink_escaping_the_run_dir_is_refused(store, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (store.root / C.KIND_DATASET).mkdir(parents=True)
+    (store.root / C.KIND_DATASET / ("ab" * 32)).symlink_to(outside)
+    with pytest.raises(ArtifactError, match="outside"):
+        store.resolve("ab" * 32)
+
+
+def test_verify_detects_tampering(store):
+    art = store.put_files(C.KIND_CHECKPOINT, {"w.bin": b"weights", "cfg.json": b"{}"})
+    store.verify(art)
+    (art.path / "w.bin").write_bytes(b"weightz")
+    with pytest.raises(ArtifactError, match="'w.bin' is modified"):
+        store.verify(art)
+    (art.path / "w.bin").write_bytes(b"weights")
+    (art.path / "extra").write_bytes(b"x")
+    with pytest.raises(ArtifactError, match="'extra' is unexpected"):
+        store.verify(art)
+
+
+def test_lineage_reaches_configs_and_seeds(store):
+    cfg = store.put_files(C.KIND_CONFIG, {"loop.yaml": b"iterations: 3"}, seeds={"run": 1})
+    data = store.put_files(C.KIND_DATASET, {"ep.mcap": b"..."}, parents=[cfg.id],
+                           seeds={"synth": 2}, config={"episodes": 10})
+    ckpt = store.put_files(C.KIND_CHECKPOINT, {"w": b"w"}, parents=[data.id, cfg.id],
+                           seeds={"train": 3})
+    report = store.put_files(C.KIND_REPORT, {"r.json": b"{}"}, parents=[ckpt.id],
+                             seeds={"suite": 4})
+    tree = store.lineage(report.id[:12])
+    assert tree["kind"] == C.KIND_REPORT
+    (ckpt_node,) = tree["parents"]
+    assert ckpt_node["seeds"] == {"train": 3}
+    kinds = [p["kind"] for p in ckpt_node["parents"]]
+    assert kinds == [C.KIND_DATASET, C.KIND_CONFIG]
+    assert ckpt_node["parents"][0]["parents"][0]["seeds"] == {"run": 1}
+    text = "\n".join(format_lineage(tree))
+    for art in (cfg, data, ckpt, report):
+        assert art.id in text
+
+
+def test_atomic_write_json_replaces_whole_file(tmp_path):
+    path = tmp_path / "loop" / "state.json"
+    atomic_write_json(path, {"iteration": 1})
+    atomic_write_json(path, {"iteration": 2})
+    assert json.loads(path.read_text()) == {"iteration": 2}
+    assert [p.name for p in path.parent.iterdir()] == ["state.json"]
