@@ -21,6 +21,9 @@ COMMANDS: tuple[str, ...] = (
     "lineage",
     "artifacts",
     "bench",
+    "report",
+    "prefs",
+    "train",
 )
 
 EXIT_USER_ERROR = 2

@@ -27,6 +27,13 @@ FRAME_GPS = "gps_link"
 
 CAMERA_WRIST = "wrist_camera"
 CAMERA_FRONT = "front_camera"
+CAMERA_SCENE = "scene_camera"        # fixed tabletop overview (Gymnasium render camera)
+
+# --- Simulation scenes and Gymnasium ids (config/scenes/<scene>.yaml) ----------------------
+SCENE_TABLETOP = "tabletop"
+SCENE_OUTDOOR = "outdoor"
+ENV_TABLETOP = "clawgym/Tabletop-v0"
+ENV_MOBILE_BASE = "clawgym/MobileBase-v0"
 
 # --- Topics (relative names so that namespaces and remapping work) --------------------------
 TOPIC_JOINT_STATES_RAW = "joint_states_raw"
@@ -44,6 +51,7 @@ TOPIC_JOINT_TRAJECTORY = "joint_trajectory"
 TOPIC_GRIPPER_COMMAND = "gripper_command"
 TOPIC_CMD_VEL = "cmd_vel"
 TOPIC_OBJECT_POSES = "object_poses"
+TOPIC_OBJECT_POSES_RAW = "object_poses_raw"
 TOPIC_PERTURBATION_STATE = "perturbation_state"
 TOPIC_EVAL_SUMMARY = "eval_summary"
 TOPIC_LOOP_STATUS = "loop_status"
@@ -98,6 +106,23 @@ DIM_GENERALIZATION = "generalization"
 DIM_PREFERENCE = "preference"
 DIMENSIONS: tuple[str, ...] = (DIM_FUNCTIONAL, DIM_ROBUSTNESS, DIM_GENERALIZATION, DIM_PREFERENCE)
 
+# --- Evaluation vocabulary (tasks, splits, skill outcomes, stages, modes) ----------------------
+TASK_PICK_PLACE = "pick_place"
+TASK_PEG_INSERT = "peg_insert"
+TASK_PILL_HANDOVER = "pill_handover"
+TASK_GPS_NAV = "gps_nav"
+TASKS: tuple[str, ...] = (TASK_PICK_PLACE, TASK_PEG_INSERT, TASK_PILL_HANDOVER, TASK_GPS_NAV)
+SPLIT_TRAIN = "train"
+SPLIT_HELD_OUT = "held_out"
+SPLITS: tuple[str, ...] = (SPLIT_TRAIN, SPLIT_HELD_OUT)
+SKILL_OK = "ok"
+SKILL_FAILED = "failed"
+SKILL_SKIPPED = "skipped"
+SKILL_OUTCOMES: tuple[str, ...] = (SKILL_OK, SKILL_FAILED, SKILL_SKIPPED)
+#: Pseudo-stage where a failed episode stopped when all stages passed but success did not.
+STAGE_FINAL_CHECK = "final_check"
+EVAL_MODES: tuple[str, ...] = ("in_process", "ros")
+
 # --- Observation / action keys --------------------------------------------------------------
 OBS_JOINT_POS = "joint_pos"
 OBS_JOINT_VEL = "joint_vel"
@@ -111,6 +136,73 @@ ACT_JOINT_TARGET = "joint_target"
 ACT_JOINT_VEL = "joint_velocity"
 ACT_GRIPPER = "gripper"
 ACT_BASE_TWIST = "base_twist"
+#: Gymnasium info keys of the perturbation wrappers: records on reset, activity per step, and
+#: the NavSatStatus of the GPS observation (-1 while an outage holds the last fix).
+INFO_PERTURBATIONS = "perturbations"
+INFO_PERTURBATIONS_ACTIVE = "perturbations_active"
+INFO_GPS_STATUS = "gps_status"
+#: Fixed order of state observation keys in the training obs vector (keys absent from a
+#: dataset are skipped; keys not listed here follow in alphabetical order).
+OBS_STATE_KEYS: tuple[str, ...] = (
+    OBS_JOINT_POS, OBS_JOINT_VEL, OBS_GRIPPER, OBS_TOOL_POSE, OBS_OBJECT_POSES, OBS_IMU, OBS_GPS,
+    OBS_ODOM,
+)
+#: Fixed order of action keys in the training action vector (same rule as OBS_STATE_KEYS).
+ACTION_KEYS: tuple[str, ...] = (ACT_JOINT_TARGET, ACT_JOINT_VEL, ACT_GRIPPER, ACT_BASE_TWIST)
+
+# --- Synthesis: difficulties and sign-off rejection reasons (stable codes) ----------------------
+DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
+DEFAULT_DIFFICULTY = "medium"
+REJECT_STAGE_ORDER = "stage_order"
+REJECT_SKILL_SEQUENCE = "illegal_skill_sequence"
+REJECT_GOAL = "goal_inconsistent"
+REJECT_NOT_SUCCESSFUL = "not_successful"
+REJECT_JOINT_POSITION = "joint_position_limit"
+REJECT_JOINT_VELOCITY = "joint_velocity_limit"
+REJECT_EFFORT = "effort_limit"
+REJECT_CONTACT_FORCE = "contact_force"
+REJECT_COLLISION = "unintended_collision"
+REJECT_UNSTABLE = "unstable_physics"
+REJECT_GENERATOR_ERROR = "generator_error"
+SEMANTIC_REASONS: tuple[str, ...] = (
+    REJECT_STAGE_ORDER, REJECT_SKILL_SEQUENCE, REJECT_GOAL, REJECT_NOT_SUCCESSFUL,
+)
+PHYSICAL_REASONS: tuple[str, ...] = (
+    REJECT_JOINT_POSITION, REJECT_JOINT_VELOCITY, REJECT_EFFORT, REJECT_CONTACT_FORCE,
+    REJECT_COLLISION, REJECT_UNSTABLE,
+)
+REJECTION_REASONS: tuple[str, ...] = (
+    *SEMANTIC_REASONS, *PHYSICAL_REASONS, REJECT_GENERATOR_ERROR,
+)
+
+# --- Dataset files and episode MCAP topics ------------------------------------------------------
+DIR_EPISODES = "episodes"
+DIR_CACHE = "cache"
+FILE_DATASET_INFO = "info.json"
+FILE_DATASET_STATS = "stats.json"
+FILE_EPISODE_INDEX = "episodes.jsonl"
+FILE_REJECTED_INDEX = "rejected.jsonl"
+TOPIC_EPISODE_OBSERVATION = "episode/observation"
+TOPIC_EPISODE_ACTION = "episode/action"
+TOPIC_EPISODE_PHYSICS = "episode/physics"
+TOPIC_EPISODE_STAGES = "episode/stages"
+MCAP_METADATA_EPISODE = "clawgym_episode"
+
+# --- Training: policy types, parameter groups, checkpoint tree -----------------------------
+OBS_IMAGE = "image"
+POLICY_MLP = "mlp"
+POLICY_CNN = "cnn"
+PARAM_GROUP_ENCODER = "encoder"
+PARAM_GROUP_TRUNK = "trunk"
+PARAM_GROUP_HEAD = "head"
+FILE_MODEL = "model.safetensors"
+FILE_CHECKPOINT_CONFIG = "config.json"
+FILE_TRAINING_STATE = "training_state.safetensors"
+FILE_TRAINING_STATE_JSON = "training_state.json"
+FILE_LAST = "last"
+FILE_TRAIN_SUMMARY = "summary.json"
+DIR_TRAIN_WORK = "train"
+DIR_TENSORBOARD = "tensorboard"
 
 # --- Artifacts and run directory ------------------------------------------------------------
 KIND_DATASET = "dataset"
@@ -127,6 +219,10 @@ FILE_LOOP_STATE = "state.json"
 FILE_DECISIONS = "decisions.jsonl"
 FILE_REPORT_JSON = "report.json"
 FILE_REPORT_HTML = "report.html"
+DIR_PREFERENCES = "preferences"
+FILE_JUDGMENTS = "judgments.jsonl"
+DIR_SUITES = "suites"
+DIR_RENDERED_REPORTS = "reports"
 
 # --- Environment variables ------------------------------------------------------------------
 ENV_RUN_DIR = "CLAWGYM_RUN_DIR"

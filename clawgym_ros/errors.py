@@ -28,3 +28,7 @@ class ConfigError(ClawgymError, ValueError):
 
 class ArtifactError(ClawgymError):
     """An artifact id is unknown, malformed, ambiguous or unsafe, or an artifact is corrupt."""
+
+
+class CheckpointError(ClawgymError):
+    """A checkpoint is tampered with, malformed, or does not match what the caller expects."""

@@ -14,6 +14,10 @@ from typing import Any
 #: area name -> "module:function"
 AREAS: dict[str, str] = {
     "artifacts": "clawgym_ros.bench.artifacts:bench_artifacts",
+    "dataset": "clawgym_ros.bench.dataset:bench_dataset",
+    "planning": "clawgym_ros.bench.planning:bench_planning",
+    "sim": "clawgym_ros.bench.sim:bench_sim",
+    "train": "clawgym_ros.bench.train:bench_train",
 }
 
 

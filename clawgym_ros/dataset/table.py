@@ -8,7 +8,8 @@ instead of holding a dataset in memory) plus ``table.json``::
     group.npy    int32   (N,)           index into group_names (task/template/family)
     episode.npy  int32   (N,)           episode index within the table
     image.npy    uint8   (N, H, W, 3)   optional camera frames (CNN policies)
-    table.json   obs_spec, action_spec, group_names, stats, source dataset ids
+    table.json   obs_spec, action_spec ([key, width] pairs in column order), group_names,
+                 stats, source dataset ids
 
 The synthesis side writes tables from MCAP episodes (keyed by dataset id, so a cache is reused);
 the trainer only reads them.
@@ -122,7 +123,9 @@ def write_table(
     stats = dict(stats) if stats is not None else compute_stats(columns["obs"],
                                                                 columns["action"])
     atomic_write_json(root / TABLE_FILE, {
-        "version": TABLE_VERSION, "obs_spec": dict(obs_spec), "action_spec": dict(action_spec),
+        # Specs as [key, width] pairs: a JSON object would be key-sorted and lose the order.
+        "version": TABLE_VERSION, "obs_spec": [[k, int(w)] for k, w in obs_spec.items()],
+        "action_spec": [[k, int(w)] for k, w in action_spec.items()],
         "group_names": list(group_names), "dataset_ids": list(dataset_ids),
         "stats": {k: np.asarray(v).tolist() for k, v in stats.items()},
     })

@@ -58,7 +58,13 @@ def declare_config(node: Node, cls: type[T], overrides: dict[str, Any] | None = 
     for name, field, default in _flatten(cls):
         default = overrides.get(name, default)
         descriptor = ParameterDescriptor(description=field.metadata.get("help", field.name))
-        if isinstance(default, (list, tuple)) and not default:
+        if node.has_parameter(name):
+            # Lifecycle nodes configure again after cleanup: read, don't re-declare.
+            param = node.get_parameter(name)
+            value = param.value
+            if isinstance(default, (list, tuple)) and not default:
+                value = [v for v in value if v != ""]
+        elif isinstance(default, (list, tuple)) and not default:
             # Empty lists have no ROS type; declare them as string arrays.
             param = node.declare_parameter(name, [""], descriptor)
             value = [v for v in param.value if v != ""]

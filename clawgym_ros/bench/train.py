@@ -1,0 +1,134 @@
+"""Trainer throughput against a bare torch loop, and peak RSS as the dataset grows.
+
+- ``samples_per_s_trainer``: the full trainer (memory-mapped table, streaming gather,
+  normalization, group weights, per-group losses, validation, TensorBoard, checkpoints).
+- ``samples_per_s_bare``: the same model, batch size and thread count trained by a bare loop on
+  in-memory tensors (random index, forward, MSE, backward, AdamW).
+- ``ratio`` = trainer / bare (target >= 0.8). Both are measured twice, alternating, in this one
+  process; the best of each is kept so that a burst of load from other work hurts neither.
+- ``rss``: peak RSS of a child process that trains on the default table and on one ten times
+  larger (``rss_growth`` = growth of peak RSS / growth of table bytes; sub-linear < 1).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_ROWS = 50_000
+QUICK_ROWS = 10_000
+
+
+def _bare_loop(table: Any, cfg: Any, steps: int) -> float:
+    """Samples/s of a bare loop with the trainer's model on in-memory tensors."""
+    import numpy as np
+    import torch
+
+    from clawgym_ros.training.policies import PolicySpec, build_policy
+
+    spec = PolicySpec(type=cfg.policy, obs_dim=table.obs.shape[1], act_dim=table.action.shape[1],
+                      hidden=cfg.hidden, chunk=1)
+    torch.set_num_threads(cfg.num_threads)
+    model = build_policy(spec, table.stats, seed=cfg.seed)
+    x = model.normalize_obs(torch.from_numpy(np.array(table.obs)))
+    y = model.normalize_action(torch.from_numpy(np.array(table.action))).unsqueeze(1)
+    optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    start = time.perf_counter()
+    for _ in range(steps):
+        idx = torch.randint(x.shape[0], (cfg.batch_size,), generator=gen)
+        loss = torch.nn.functional.mse_loss(model(x[idx]), y[idx])
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        optim.step()
+    return steps * cfg.batch_size / (time.perf_counter() - start)
+
+
+def _peak_rss_mb() -> float:
+    """Peak RSS of this process (VmHWM: per address space, so not inherited from a parent)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _rss_child(table_dir: str, steps: int, seed: int) -> None:
+    """Child process: train on a table, print peak RSS (MB) as JSON."""
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.dataset.table import TrainingTable
+    from clawgym_ros.training.bc import train
+    from clawgym_ros.training.config import TrainConfig
+
+    table = TrainingTable.open(table_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        result = train(table, TrainConfig(steps=steps, seed=seed), ArtifactStore(tmp),
+                       dataset_ids=[])
+    print(json.dumps({"peak_rss_mb": round(_peak_rss_mb(), 1),
+                      "samples_per_s": round(result.samples_per_s, 1)}))
+
+
+def _measure_rss(table_dir: Path, steps: int, seed: int) -> dict[str, float]:
+    code = ("import sys; from clawgym_ros.bench.train import _rss_child; "
+            "_rss_child(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))")
+    out = subprocess.run([sys.executable, "-c", code, str(table_dir), str(steps), str(seed)],
+                         capture_output=True, text=True, timeout=900, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _table_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.glob("*.npy"))
+
+
+def bench_train(quick: bool = False, seed: int = 0) -> dict[str, Any]:
+    """Run the training benchmark (see the module docstring)."""
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.training.bc import train
+    from clawgym_ros.training.config import TrainConfig
+    from clawgym_ros.training.synthetic import synthetic_table
+
+    rows = QUICK_ROWS if quick else DEFAULT_ROWS
+    steps = 300 if quick else 1500
+    cfg = TrainConfig(steps=steps, seed=seed)
+    out: dict[str, Any] = {"rows": rows, "steps": steps, "batch_size": cfg.batch_size,
+                           "hidden": list(cfg.hidden), "num_threads": cfg.num_threads}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        table = synthetic_table(root / "table", rows=rows, seed=seed)
+        trainer, bare = [], []
+        for rep in range(2):
+            bare.append(_bare_loop(table, cfg, steps))
+            result = train(table, cfg, ArtifactStore(root / f"run{rep}"), dataset_ids=[],
+                           resume=False)
+            trainer.append(result.samples_per_s)
+        out["samples_per_s_trainer"] = round(max(trainer), 1)
+        out["samples_per_s_bare"] = round(max(bare), 1)
+        out["ratio"] = round(max(trainer) / max(bare), 3)
+        out["ratio_target"] = 0.8
+
+        rss_steps = 400 if quick else 2000
+        small = _measure_rss(root / "table", rss_steps, seed)
+        big_table = synthetic_table(root / "table10x", rows=rows * 10, seed=seed)
+        big = _measure_rss(root / "table10x", rss_steps, seed)
+        small_bytes, big_bytes = _table_bytes(root / "table"), _table_bytes(root / "table10x")
+        del big_table
+    table_growth_mb = (big_bytes - small_bytes) / 2**20
+    rss_growth_mb = big["peak_rss_mb"] - small["peak_rss_mb"]
+    out["rss"] = {
+        "steps": rss_steps,
+        "table_mb": round(small_bytes / 2**20, 1),
+        "table_10x_mb": round(big_bytes / 2**20, 1),
+        "peak_rss_mb": small["peak_rss_mb"],
+        "peak_rss_10x_mb": big["peak_rss_mb"],
+        "rss_ratio_10x": round(big["peak_rss_mb"] / small["peak_rss_mb"], 3),
+        "rss_growth_per_table_growth": round(rss_growth_mb / table_growth_mb, 3),
+        "sublinear": big["peak_rss_mb"] < 10 * small["peak_rss_mb"]
+        and rss_growth_mb < table_growth_mb,
+    }
+    return out

@@ -1,0 +1,70 @@
+"""`clawgym train`: behaviour cloning on dataset artifacts; prints the checkpoint id.
+
+Runs the training core in this process (same core as trainer_node's Train action). Re-running
+an interrupted command with the same arguments resumes from its newest step folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("train", help="train a policy on datasets; prints the checkpoint id")
+    parser.add_argument("--dataset", action="append", required=True, metavar="ID",
+                        help="dataset artifact id (repeat for several)")
+    parser.add_argument("--steps", type=int, required=True, help="optimizer steps")
+    parser.add_argument("--seed", type=int, required=True, help="training seed")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="run directory holding the datasets; the checkpoint goes there")
+    parser.add_argument("--weights", metavar="FILE",
+                        help="YAML/JSON mapping group -> loss weight (others weigh 1)")
+    parser.add_argument("--freeze", action="append", default=[], metavar="GROUP",
+                        help="parameter group to freeze: encoder, trunk, head (repeatable)")
+    parser.add_argument("--policy", default=None, help="policy type: mlp (default) or cnn")
+    parser.add_argument("--batch-size", type=int, default=None, help="samples per step")
+    parser.add_argument("--lr", type=float, default=None, help="learning rate")
+    parser.add_argument("--chunk", type=int, default=None, help="actions predicted per step")
+    parser.add_argument("--hardening-share", type=float, default=None,
+                        help="share of each batch with perturbed observations, [0, 1]")
+    parser.add_argument("--patience", type=int, default=None,
+                        help="early stopping: validation checks without improvement (0 = off)")
+    parser.add_argument("--init-checkpoint", default=None, metavar="ID",
+                        help="warm start from this checkpoint's weights")
+    parser.add_argument("--no-resume", action="store_true",
+                        help="start from scratch even if an earlier run can be resumed")
+    parser.set_defaults(handler=run)
+
+
+def build_config(args: argparse.Namespace):
+    """The TrainConfig of the command line (validated; ConfigError names the bad field)."""
+    from clawgym_ros.training.config import TrainConfig, load_group_weights
+
+    values = {"steps": args.steps, "seed": args.seed, "frozen_groups": tuple(args.freeze)}
+    if args.weights:
+        values["group_weights"] = load_group_weights(args.weights)
+    for name in ("policy", "batch_size", "lr", "chunk", "hardening_share", "patience"):
+        if getattr(args, name) is not None:
+            values[name] = getattr(args, name)
+    return TrainConfig(**values)
+
+
+def run(args: argparse.Namespace) -> int:
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.errors import ConfigError
+
+    cfg = build_config(args)
+    store = ArtifactStore(args.out)
+    from clawgym_ros.training.bc import train
+    from clawgym_ros.training.data import open_training_table
+
+    table = open_training_table(store, args.dataset)
+    try:
+        result = train(table, cfg, store, dataset_ids=[store.resolve(d).id for d in args.dataset],
+                       init_checkpoint=args.init_checkpoint, resume=not args.no_resume)
+    except ConfigError as err:
+        if args.weights and err.field.startswith("group_weights"):
+            raise ConfigError(err.field, err.value, err.allowed, args.weights) from None
+        raise
+    print(result.checkpoint_id)
+    return 0

@@ -1,0 +1,426 @@
+"""One episode <-> one MCAP file with ROS 2 (CDR) messages, readable by ros2 bag and Foxglove.
+
+Topics (log time = sim time of the step in nanoseconds; one message per step unless noted):
+
+=========================== ================================= ==============================
+topic                       type                              content
+=========================== ================================= ==============================
+``joint_states``            sensor_msgs/msg/JointState        true joint position/vel/effort
+``joint_trajectory``        trajectory_msgs/msg/JointTrajectory  one point: ``joint_target``
+                                                              (+ ``joint_velocity``) action
+``gripper_command``         clawgym_interfaces/msg/GripperCommand  ``gripper`` action (width, m)
+``cmd_vel``                 geometry_msgs/msg/Twist           ``base_twist`` action (2 or 6)
+``<camera>/image_raw``      sensor_msgs/msg/Image             rgb8 frames (when recorded)
+``episode/observation``     std_msgs/msg/Float64MultiArray    observation vector (exact)
+``episode/action``          std_msgs/msg/Float64MultiArray    action vector (exact)
+``episode/physics``         std_msgs/msg/Float64MultiArray    [time, contact force,
+                                                              collision 0/1, energy or NaN]
+``episode/stages``          std_msgs/msg/String               stage name, at the time reached
+``skill_calls``             clawgym_interfaces/msg/SkillCall  one per call, at its start
+``perturbation_state``      clawgym_interfaces/msg/PerturbationState  once, at the first step
+=========================== ================================= ==============================
+
+The observation/action vectors concatenate keys in the canonical order
+(``constants.OBS_STATE_KEYS`` / ``ACTION_KEYS``); the key widths, the episode metadata, goal,
+achieved state and outcome are in the MCAP metadata record ``clawgym_episode`` (JSON strings).
+Skill arguments are SkillArgument key/value pairs whose values are JSON. Numbers round-trip
+exactly (float64); skill and stage times are ROS times (nanosecond resolution).
+
+Output is byte-for-byte reproducible: no wall-clock anywhere, fixed chunk size and compression,
+messages written in time order.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import struct
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+from mcap.reader import make_reader
+from mcap.writer import CompressionType
+from mcap_ros2.decoder import DecoderFactory
+from mcap_ros2.writer import Writer
+
+from clawgym_ros import constants as C
+from clawgym_ros.dataset.msgdefs import message_definition
+from clawgym_ros.errors import ClawgymError
+from clawgym_ros.synthesis.episode import (
+    EpisodeRecord,
+    Outcome,
+    SkillCall,
+    StageEvent,
+    ordered_keys,
+)
+
+EPISODE_FORMAT_VERSION = 1
+CHUNK_SIZE = 4 * 1024 * 1024
+COMPRESSION = CompressionType.ZSTD
+
+T_JOINT_STATE = "sensor_msgs/msg/JointState"
+T_TRAJECTORY = "trajectory_msgs/msg/JointTrajectory"
+T_GRIPPER = "clawgym_interfaces/msg/GripperCommand"
+T_TWIST = "geometry_msgs/msg/Twist"
+T_IMAGE = "sensor_msgs/msg/Image"
+T_ARRAY = "std_msgs/msg/Float64MultiArray"
+T_STRING = "std_msgs/msg/String"
+T_SKILL = "clawgym_interfaces/msg/SkillCall"
+T_PERTURBATION = "clawgym_interfaces/msg/PerturbationState"
+MESSAGE_TYPES: tuple[str, ...] = (T_JOINT_STATE, T_TRAJECTORY, T_GRIPPER, T_TWIST, T_IMAGE,
+                                  T_ARRAY, T_STRING, T_SKILL, T_PERTURBATION)
+
+#: SkillCall.outcome codes of constants.SKILL_OUTCOMES (PENDING=0 reads back as failed).
+OUTCOME_CODES = {C.SKILL_OK: 1, C.SKILL_FAILED: 2, C.SKILL_SKIPPED: 3}
+_OUTCOME_NAMES = {v: k for k, v in OUTCOME_CODES.items()}
+GRIPPER_MODE_WIDTH = 0
+
+
+class EpisodeFormatError(ClawgymError):
+    """An MCAP file is not a clawgym episode (or of an unsupported version)."""
+
+
+def image_topic(camera: str) -> str:
+    """Topic of a camera's frames in an episode file."""
+    return f"{camera}/{C.TOPIC_IMAGE_RAW}"
+
+
+def _ns(seconds: float) -> int:
+    return int(round(seconds * 1e9))
+
+
+def _stamp(ns: int) -> dict[str, int]:
+    return {"sec": ns // 1_000_000_000, "nanosec": ns % 1_000_000_000}
+
+
+def _layout(label: str, size: int) -> dict[str, Any]:
+    return {"dim": [{"label": label, "size": size, "stride": size}], "data_offset": 0}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def write_episode(record: EpisodeRecord, out: str | Path | BinaryIO, *,
+                  images: bool = True) -> None:
+    """Write ``record`` as one MCAP file (path or binary stream).
+
+    Args:
+        record: a validated record.
+        out: destination path or writable binary stream.
+        images: write camera frames (when the record has any).
+    """
+    if isinstance(out, (str, Path)):
+        Path(out).write_bytes(encode_episode(record, images=images))
+        return
+    out.write(encode_episode(record, images=images))
+
+
+def encode_episode(record: EpisodeRecord, *, images: bool = True) -> bytes:
+    """The MCAP bytes of ``record`` (deterministic: same record, same bytes)."""
+    record.validate()
+    buf = io.BytesIO()
+    writer = Writer(buf, chunk_size=CHUNK_SIZE, compression=COMPRESSION)
+    schemas = {t: writer.register_msgdef(t, message_definition(t)) for t in MESSAGE_TYPES}
+    obs_keys = ordered_keys(record.observations, C.OBS_STATE_KEYS)
+    act_keys = ordered_keys(record.actions, C.ACTION_KEYS)
+    obs = (np.concatenate([record.observations[k] for k in obs_keys], axis=1) if obs_keys
+           else np.zeros((record.num_steps, 0)))
+    act = (np.concatenate([record.actions[k] for k in act_keys], axis=1) if act_keys
+           else np.zeros((record.num_steps, 0)))
+    energy = record.energy if record.energy is not None else np.full(record.num_steps, np.nan)
+    physics = np.stack([record.time, record.contact_force, record.collision.astype(np.float64),
+                        energy], axis=1)
+    cams = {k: v for k, v in record.images.items()} if images else {}
+    names = list(record.joint_names)
+    arm = [j for j in names if j in C.ARM_JOINTS] or names
+    target = record.actions.get(C.ACT_JOINT_TARGET)
+    target_vel = record.actions.get(C.ACT_JOINT_VEL)
+    gripper = record.actions.get(C.ACT_GRIPPER)
+    twist = record.actions.get(C.ACT_BASE_TWIST)
+    obs_layout = _layout("observation", obs.shape[1])
+    act_layout = _layout("action", act.shape[1])
+    phys_layout = _layout("time,contact_force,collision,energy", 4)
+    events = sorted(
+        [(_ns(s.time), 0, i) for i, s in enumerate(record.stages)]
+        + [(_ns(c.start), 1, i) for i, c in enumerate(record.skill_calls)])
+    ev_i = 0
+    seq = 0
+
+    def put(topic: str, type_name: str, msg: Any, ns: int) -> None:
+        nonlocal seq
+        writer.write_message(topic, schemas[type_name], msg, log_time=ns, publish_time=ns,
+                             sequence=seq)
+        seq += 1
+
+    t_ns = [_ns(t) for t in record.time]
+    for step, ns in enumerate(t_ns):
+        # Stage and skill events up to this step's time, in time order, before the step.
+        while ev_i < len(events) and events[ev_i][0] <= ns:
+            _put_event(put, record, events[ev_i])
+            ev_i += 1
+        header = {"stamp": _stamp(ns), "frame_id": ""}
+        if step == 0:
+            put(C.TOPIC_PERTURBATION_STATE, T_PERTURBATION, _perturbation_msg(record, header), ns)
+        put(C.TOPIC_JOINT_STATES, T_JOINT_STATE, {
+            "header": header, "name": names,
+            "position": record.joint_position[step].tolist(),
+            "velocity": record.joint_velocity[step].tolist(),
+            "effort": record.joint_effort[step].tolist()}, ns)
+        put(C.TOPIC_EPISODE_OBSERVATION, T_ARRAY,
+            {"layout": obs_layout, "data": obs[step].tolist()}, ns)
+        put(C.TOPIC_EPISODE_ACTION, T_ARRAY, {"layout": act_layout, "data": act[step].tolist()},
+            ns)
+        put(C.TOPIC_EPISODE_PHYSICS, T_ARRAY,
+            {"layout": phys_layout, "data": physics[step].tolist()}, ns)
+        if target is not None:
+            point = {"positions": target[step].tolist(),
+                     "velocities": target_vel[step].tolist() if target_vel is not None else [],
+                     "time_from_start": {"sec": 0, "nanosec": 0}}
+            put(C.TOPIC_JOINT_TRAJECTORY, T_TRAJECTORY, {
+                "header": header, "joint_names": arm[:target.shape[1]], "points": [point]}, ns)
+        if gripper is not None:
+            put(C.TOPIC_GRIPPER_COMMAND, T_GRIPPER, {
+                "mode": GRIPPER_MODE_WIDTH, "width": float(gripper[step, 0]),
+                "max_effort": 0.0}, ns)
+        if twist is not None and twist.shape[1] in (2, 6):
+            put(C.TOPIC_CMD_VEL, T_TWIST, _twist_msg(twist[step]), ns)
+        for cam in sorted(cams):
+            frame = cams[cam][step]
+            put(image_topic(cam), T_IMAGE, {
+                "header": {"stamp": _stamp(ns), "frame_id": cam}, "height": frame.shape[0],
+                "width": frame.shape[1], "encoding": "rgb8", "is_bigendian": 0,
+                "step": frame.shape[1] * 3, "data": frame.tobytes()}, ns)
+    for event in events[ev_i:]:
+        _put_event(put, record, event)
+    writer.add_metadata(C.MCAP_METADATA_EPISODE, _metadata(record, obs_keys, act_keys, cams))
+    writer.finish()
+    return buf.getvalue()
+
+
+def _put_event(put: Any, record: EpisodeRecord, event: tuple[int, int, int]) -> None:
+    ns, kind, i = event
+    if kind == 0:
+        put(C.TOPIC_EPISODE_STAGES, T_STRING, {"data": record.stages[i].name}, ns)
+        return
+    call = record.skill_calls[i]
+    put(C.TOPIC_SKILL_CALLS, T_SKILL, {
+        "name": call.name,
+        "arguments": [{"key": k, "value": _json(v)} for k, v in sorted(call.args.items())],
+        "start": _stamp(_ns(call.start)), "end": _stamp(_ns(call.end)),
+        "outcome": OUTCOME_CODES[call.outcome], "detail": call.detail}, ns)
+
+
+def _perturbation_msg(record: EpisodeRecord, header: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "header": header, "family": record.family, "intensity": float(record.intensity),
+        "schedule": record.perturbation_schedule, "seed": int(record.seed) % (1 << 64),
+        "active": record.family != C.FAMILY_NONE,
+        "parameters": [{"name": k, "value": v}
+                       for k, v in sorted(record.perturbation_params.items())],
+    }
+
+
+def _twist_msg(values: np.ndarray) -> dict[str, Any]:
+    v = [float(x) for x in values]
+    if len(v) == 2:
+        v = [v[0], 0.0, 0.0, 0.0, 0.0, v[1]]
+    return {"linear": {"x": v[0], "y": v[1], "z": v[2]},
+            "angular": {"x": v[3], "y": v[4], "z": v[5]}}
+
+
+def _metadata(record: EpisodeRecord, obs_keys: list[str], act_keys: list[str],
+              cams: Mapping[str, np.ndarray]) -> dict[str, str]:
+    return {
+        "format_version": str(EPISODE_FORMAT_VERSION),
+        "meta": _json({"task": record.task, "template": record.template,
+                       "family": record.family, "intensity": record.intensity,
+                       "difficulty": record.difficulty, "episode_index": record.episode_index,
+                       "seed": record.seed, "perturbation_params": record.perturbation_params,
+                       "perturbation_schedule": record.perturbation_schedule}),
+        "joint_names": _json(list(record.joint_names)),
+        "observation_spec": _json([[k, int(record.observations[k].shape[1])] for k in obs_keys]),
+        "action_spec": _json([[k, int(record.actions[k].shape[1])] for k in act_keys]),
+        "has_energy": _json(record.energy is not None),
+        "images": _json({k: list(v.shape[1:3]) for k, v in sorted(cams.items())}),
+        "goal": _json(record.goal),
+        "achieved": _json(record.achieved),
+        "outcome": _json({"success": record.outcome.success, "reason": record.outcome.reason}),
+        "summary": _json(record.summary()),
+    }
+
+
+# --- reading --------------------------------------------------------------------------------
+
+
+def read_episode_metadata(source: str | Path | bytes) -> dict[str, Any]:
+    """The decoded ``clawgym_episode`` metadata record of an episode file (JSON values parsed).
+
+    Raises:
+        EpisodeFormatError: no such record or an unsupported version.
+    """
+    with _open(source) as stream:
+        try:
+            metas = list(make_reader(stream).iter_metadata())
+        except Exception as err:  # noqa: BLE001 (mcap raises many kinds on corrupt input)
+            raise EpisodeFormatError(f"{_name(source)} is not a readable MCAP file: "
+                                     f"{err}") from None
+    for meta in metas:
+        if meta.name == C.MCAP_METADATA_EPISODE:
+            return _parse_metadata(dict(meta.metadata), source)
+    raise EpisodeFormatError(f"{_name(source)} has no {C.MCAP_METADATA_EPISODE} metadata")
+
+
+def read_episode(source: str | Path | bytes, *, images: bool = True) -> EpisodeRecord:
+    """Read an episode file back into an :class:`EpisodeRecord` (arrays equal to those written).
+
+    Args:
+        source: path or the file's bytes.
+        images: also decode camera frames.
+
+    Raises:
+        EpisodeFormatError: not an episode file, or inconsistent content.
+    """
+    meta = read_episode_metadata(source)
+    obs_spec, act_spec = meta["observation_spec"], meta["action_spec"]
+    topics = [C.TOPIC_JOINT_STATES, C.TOPIC_EPISODE_OBSERVATION, C.TOPIC_EPISODE_ACTION,
+              C.TOPIC_EPISODE_PHYSICS, C.TOPIC_EPISODE_STAGES, C.TOPIC_SKILL_CALLS]
+    if images:
+        topics += [image_topic(cam) for cam in meta["images"]]
+    rows: dict[str, list[Any]] = {t: [] for t in topics}
+    with _open(source) as stream:
+        reader = make_reader(stream, decoder_factories=[DecoderFactory()])
+        for _, channel, message, msg in reader.iter_decoded_messages(topics=topics,
+                                                                     log_time_order=False):
+            rows[channel.topic].append((message.log_time, msg))
+    joint = rows[C.TOPIC_JOINT_STATES]
+    physics = np.array([m.data for _, m in rows[C.TOPIC_EPISODE_PHYSICS]], dtype=np.float64)
+    if not joint or len(joint) != len(physics):
+        raise EpisodeFormatError(f"{_name(source)}: {len(joint)} joint_states but "
+                                 f"{len(physics)} physics messages")
+    obs = np.array([m.data for _, m in rows[C.TOPIC_EPISODE_OBSERVATION]], dtype=np.float64)
+    act = np.array([m.data for _, m in rows[C.TOPIC_EPISODE_ACTION]], dtype=np.float64)
+    steps = len(physics)
+    observations = _split(obs.reshape(steps, -1), obs_spec)
+    actions = _split(act.reshape(steps, -1), act_spec)
+    frames = {}
+    for cam, (height, width) in meta["images"].items() if images else ():
+        data = rows[image_topic(cam)]
+        frames[cam] = np.stack([np.frombuffer(bytes(m.data), np.uint8).reshape(height, width, 3)
+                                for _, m in data])
+    calls = [SkillCall(name=m.name, args={a.key: json.loads(a.value) for a in m.arguments},
+                       start=_sec(m.start), end=_sec(m.end),
+                       outcome=_OUTCOME_NAMES.get(m.outcome, C.SKILL_FAILED), detail=m.detail)
+             for _, m in rows[C.TOPIC_SKILL_CALLS]]
+    stages = [StageEvent(m.data, t / 1e9) for t, m in rows[C.TOPIC_EPISODE_STAGES]]
+    info = meta["meta"]
+    return EpisodeRecord(
+        task=info["task"], template=info["template"], family=info["family"],
+        intensity=info["intensity"], difficulty=info["difficulty"],
+        episode_index=info["episode_index"], seed=info["seed"],
+        perturbation_params=info["perturbation_params"],
+        perturbation_schedule=info["perturbation_schedule"],
+        time=physics[:, 0], joint_names=tuple(meta["joint_names"]),
+        joint_position=np.array([m.position for _, m in joint], dtype=np.float64),
+        joint_velocity=np.array([m.velocity for _, m in joint], dtype=np.float64),
+        joint_effort=np.array([m.effort for _, m in joint], dtype=np.float64),
+        observations=observations, actions=actions, contact_force=physics[:, 1],
+        collision=physics[:, 2] > 0.5, energy=physics[:, 3] if meta["has_energy"] else None,
+        images=frames, skill_calls=calls, stages=stages, goal=meta["goal"],
+        achieved=meta["achieved"],
+        outcome=Outcome(meta["outcome"]["success"], meta["outcome"]["reason"]),
+    )
+
+
+def read_episode_vectors(source: str | Path | bytes) -> tuple[dict[str, Any], np.ndarray,
+                                                              np.ndarray]:
+    """Only what a training table needs: metadata, (T, obs_dim) and (T, act_dim) vectors.
+
+    Decodes the Float64MultiArray payloads with NumPy (several times faster than the generic
+    decoder; the round-trip tests check both agree).
+    """
+    meta = read_episode_metadata(source)
+    topics = [C.TOPIC_EPISODE_OBSERVATION, C.TOPIC_EPISODE_ACTION]
+    rows: dict[str, list[Any]] = {t: [] for t in topics}
+    with _open(source) as stream:
+        for _, channel, message in make_reader(stream).iter_messages(topics=topics,
+                                                                      log_time_order=False):
+            rows[channel.topic].append(float64_multiarray_data(message.data))
+    obs_dim = sum(w for _, w in meta["observation_spec"])
+    act_dim = sum(w for _, w in meta["action_spec"])
+    obs = np.array(rows[topics[0]], dtype=np.float64).reshape(-1, obs_dim)
+    act = np.array(rows[topics[1]], dtype=np.float64).reshape(-1, act_dim)
+    return meta, obs, act
+
+
+def float64_multiarray_data(raw: bytes) -> np.ndarray:
+    """The ``data`` field of a CDR-encoded std_msgs/Float64MultiArray, as a float64 array.
+
+    Raises:
+        EpisodeFormatError: not little-endian CDR or truncated.
+    """
+    if len(raw) < 4 or raw[1] != 1:
+        raise EpisodeFormatError("Float64MultiArray payload is not little-endian CDR")
+    body = memoryview(raw)[4:]
+    try:
+        pos = 0
+        (count,) = struct.unpack_from("<I", body, pos)
+        pos += 4
+        for _ in range(count):
+            (length,) = struct.unpack_from("<I", body, pos)
+            pos += 4 + length
+            pos = (pos + 3) & ~3
+            pos += 8  # size, stride
+        pos += 4  # data_offset
+        (length,) = struct.unpack_from("<I", body, pos)
+        if length == 0:
+            return np.zeros(0, dtype=np.float64)
+        pos = (pos + 4 + 7) & ~7
+        if pos + 8 * length > len(body):
+            raise struct.error("truncated data")
+        return np.frombuffer(body, dtype="<f8", count=length, offset=pos)
+    except struct.error as err:
+        raise EpisodeFormatError(f"Float64MultiArray payload is malformed: {err}") from None
+
+
+def _split(matrix: np.ndarray, spec: list[tuple[str, int]]) -> dict[str, np.ndarray]:
+    out, col = {}, 0
+    for key, width in spec:
+        out[key] = matrix[:, col:col + width].copy()
+        col += width
+    return out
+
+
+def _sec(stamp: Any) -> float:
+    return (stamp.sec * 1_000_000_000 + stamp.nanosec) / 1e9
+
+
+def _parse_metadata(raw: dict[str, str], source: Any) -> dict[str, Any]:
+    version = raw.get("format_version")
+    if version != str(EPISODE_FORMAT_VERSION):
+        raise EpisodeFormatError(f"{_name(source)}: episode format version {version!r}, "
+                                 f"expected {EPISODE_FORMAT_VERSION}")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        out[key] = value if key == "format_version" else json.loads(
+            value, parse_constant=lambda c: {"NaN": math.nan, "Infinity": math.inf,
+                                             "-Infinity": -math.inf}[c])
+    out["observation_spec"] = [(k, int(w)) for k, w in out["observation_spec"]]
+    out["action_spec"] = [(k, int(w)) for k, w in out["action_spec"]]
+    return out
+
+
+def _open(source: str | Path | bytes) -> Any:
+    if isinstance(source, (bytes, bytearray)):
+        return io.BytesIO(source)
+    try:
+        return open(source, "rb")
+    except OSError as err:
+        raise EpisodeFormatError(f"cannot read episode file {source}: {err.strerror}") from None
+
+
+def _name(source: Any) -> str:
+    return "<bytes>" if isinstance(source, (bytes, bytearray)) else str(source)

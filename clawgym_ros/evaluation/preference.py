@@ -1,0 +1,329 @@
+"""Pairwise human judgments: file format, validation, Bradley-Terry fit, the run's store.
+
+File format (CSV with a header, or JSON), one judgment per row / object:
+
+=============  ========  ===============================================================
+field          required  meaning
+=============  ========  ===============================================================
+``item_a``     yes       what was shown first: a checkpoint id, a policy name or an
+                         episode reference (any non-empty string without newlines)
+``item_b``     yes       what was shown second (must differ from ``item_a``)
+``preferred``  yes       ``a``, ``b`` or ``tie`` (a tie counts half a win for each)
+``rater``      no        who judged (kept for audits; not used by the fit)
+``context``    no        task or episode the clips came from
+=============  ========  ===============================================================
+
+JSON: either a list of such objects or ``{"judgments": [...]}``. Unknown columns or keys are
+errors, so typos never silently drop a field.
+
+Fit: the Bradley-Terry model P(i beats j) = sigmoid(theta_i - theta_j), maximum a posteriori
+with a Gaussian ridge prior (precision ``ridge``) on theta, which keeps the estimates finite
+when an item wins or loses every comparison (separation) and centres them (sum theta = 0).
+Newton's method on the concave log posterior; the 95% intervals come from the inverse of the
+observed Fisher information plus the prior precision, projected onto centred scores (only
+differences between items are identified by the judgments).
+
+Store: ``<run>/preferences/judgments.jsonl``, append-only: every ingest rewrites the file
+atomically with the new judgments appended (readers never see half a line), each line tagged
+with the sha256 of its source file; ingesting a file with the same content again adds nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import fcntl
+import hashlib
+import io
+import json
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clawgym_ros import constants as C
+from clawgym_ros.artifacts.atomic import atomic_write_text
+from clawgym_ros.errors import ConfigError
+from clawgym_ros.evaluation.stats import _r, z_value
+
+PREFERRED = ("a", "b", "tie")
+REQUIRED = ("item_a", "item_b", "preferred")
+OPTIONAL = ("rater", "context")
+FIELDS = REQUIRED + OPTIONAL
+
+
+@dataclasses.dataclass(frozen=True)
+class Judgment:
+    """One pairwise judgment (see the module docstring for the fields)."""
+
+    item_a: str
+    item_b: str
+    preferred: str
+    rater: str = ""
+    context: str = ""
+
+    @property
+    def score_a(self) -> float:
+        """1 when a was preferred, 0 when b was, 0.5 for a tie."""
+        return {"a": 1.0, "b": 0.0, "tie": 0.5}[self.preferred]
+
+
+def _judgment(row: dict[str, Any], where: str) -> Judgment:
+    for key in row:
+        if key not in FIELDS:
+            raise ConfigError(str(key), row[key], "one of the fields " + ", ".join(FIELDS), where)
+    for key in REQUIRED:
+        if key not in row or row[key] is None or row[key] == "":
+            raise ConfigError(key, row.get(key), "a value (required field)", where)
+    for key in FIELDS:
+        value = row.get(key, "")
+        if not isinstance(value, str):
+            raise ConfigError(key, value, "a string", where)
+        if "\n" in value or "\r" in value:
+            raise ConfigError(key, value, "a string without line breaks", where)
+    item_a, item_b = row["item_a"].strip(), row["item_b"].strip()
+    if not item_a:
+        raise ConfigError("item_a", row["item_a"], "a non-empty name", where)
+    if not item_b or item_b == item_a:
+        raise ConfigError("item_b", row["item_b"], f"a non-empty name other than {item_a!r}",
+                          where)
+    preferred = row["preferred"].strip().lower()
+    if preferred not in PREFERRED:
+        raise ConfigError("preferred", row["preferred"], "one of " + ", ".join(PREFERRED), where)
+    return Judgment(item_a, item_b, preferred, row.get("rater", "").strip(),
+                    row.get("context", "").strip())
+
+
+def parse_judgments(text: str, source: str) -> list[Judgment]:
+    """Parse and validate a judgments file's text (CSV with header, or JSON).
+
+    The format is JSON when the first non-blank character is ``[`` or ``{``, CSV otherwise.
+
+    Raises:
+        ConfigError: one line naming the file and line (CSV) or index (JSON), the field, the
+            value and what is allowed.
+    """
+    stripped = text.lstrip()
+    if not stripped:
+        raise ConfigError("file", "(empty)", "a CSV file with a header or a JSON list", source)
+    if stripped[0] in "[{":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ConfigError("json", f"line {err.lineno} column {err.colno}",
+                              f"valid JSON ({err.msg})", source) from None
+        if isinstance(data, dict):
+            if set(data) != {"judgments"}:
+                raise ConfigError("keys", sorted(data), "only the key 'judgments'", source)
+            data = data["judgments"]
+        if not isinstance(data, list) or not data:
+            raise ConfigError("judgments", data if not isinstance(data, list) else "[]",
+                              "a non-empty list of objects", source)
+        out = []
+        for i, row in enumerate(data):
+            where = f"{source}: judgments[{i}]"
+            if not isinstance(row, dict):
+                raise ConfigError("judgment", row, "an object with fields " + ", ".join(FIELDS),
+                                  where)
+            out.append(_judgment(row, where))
+        return out
+    reader = csv.DictReader(io.StringIO(text))
+    header = reader.fieldnames or []
+    for col in header:
+        if col not in FIELDS:
+            raise ConfigError("column", col, "one of " + ", ".join(FIELDS), f"{source}: line 1")
+    for col in REQUIRED:
+        if col not in header:
+            raise ConfigError("column", col, f"present in the header (required; header is "
+                              f"{','.join(header)})", f"{source}: line 1")
+    out = []
+    for row in reader:
+        where = f"{source}: line {reader.line_num}"
+        if None in row:
+            raise ConfigError("row", ",".join(row[None]), f"at most {len(header)} fields",
+                              where)
+        out.append(_judgment({k: (v or "") for k, v in row.items()}, where))
+    if not out:
+        raise ConfigError("rows", 0, "at least one judgment after the header", source)
+    return out
+
+
+def load_judgments(path: str | Path) -> list[Judgment]:
+    """Read and validate a judgments file (see :func:`parse_judgments`)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("file", str(path), "an existing CSV or JSON file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError("file", str(path), f"a readable UTF-8 file ({err})") from None
+    return parse_judgments(text, str(path))
+
+
+@dataclasses.dataclass(frozen=True)
+class BradleyTerryFit:
+    """Fitted preference scores (log-strengths, centred) with intervals."""
+
+    items: tuple[str, ...]
+    scores: tuple[float, ...]
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    comparisons: tuple[int, ...]
+    wins: tuple[float, ...]
+    n: int
+    ridge: float
+    iterations: int
+
+    def ranking(self) -> list[str]:
+        """Items from most to least preferred (ties broken by name)."""
+        order = sorted(range(len(self.items)), key=lambda i: (-self.scores[i], self.items[i]))
+        return [self.items[i] for i in order]
+
+    def to_dict(self) -> dict[str, Any]:
+        rank = {item: k + 1 for k, item in enumerate(self.ranking())}
+        return {
+            "n": self.n, "ridge": self.ridge, "model": "bradley_terry",
+            "scores": [
+                {"item": it, "score": _r(s), "ci": [_r(lo), _r(hi)], "comparisons": c,
+                 "wins": _r(w), "rank": rank[it]}
+                for it, s, lo, hi, c, w in sorted(
+                    zip(self.items, self.scores, self.low, self.high, self.comparisons,
+                        self.wins), key=lambda t: rank[t[0]])
+            ],
+        }
+
+
+def fit_bradley_terry(
+    judgments: Sequence[Judgment], ridge: float = 0.01, confidence: float = 0.95,
+    max_iter: int = 100, tol: float = 1e-10,
+) -> BradleyTerryFit:
+    """MAP Bradley-Terry fit (Newton's method) with Fisher-information intervals.
+
+    Args:
+        judgments: at least one judgment.
+        ridge: Gaussian prior precision on the log-strengths (> 0).
+
+    Returns:
+        Scores of the items sorted by name.
+
+    Raises:
+        ValueError: no judgments or a non-positive ridge.
+    """
+    if not judgments:
+        raise ValueError("no judgments to fit")
+    if ridge <= 0:
+        raise ValueError(f"ridge={ridge} must be > 0")
+    items = tuple(sorted({j.item_a for j in judgments} | {j.item_b for j in judgments}))
+    index = {it: i for i, it in enumerate(items)}
+    a = np.array([index[j.item_a] for j in judgments])
+    b = np.array([index[j.item_b] for j in judgments])
+    y = np.array([j.score_a for j in judgments])
+    m = len(items)
+    theta = np.zeros(m)
+    eye = np.eye(m)
+    design = eye[a] - eye[b]
+    it = 0
+    for it in range(1, max_iter + 1):  # noqa: B007 (the count is reported)
+        p = 1.0 / (1.0 + np.exp(-(theta[a] - theta[b])))
+        grad = design.T @ (y - p) - ridge * theta
+        hess = design.T @ (design * (p * (1 - p))[:, None]) + ridge * eye
+        step = np.linalg.solve(hess, grad)
+        theta = theta + step
+        if float(np.max(np.abs(step))) < tol:
+            break
+    p = 1.0 / (1.0 + np.exp(-(theta[a] - theta[b])))
+    info = design.T @ (design * (p * (1 - p))[:, None]) + ridge * eye
+    # Only differences of scores are identified: the covariance of the centred scores
+    # (P cov P, P the centring projection) leaves out the prior-only common shift.
+    centre = eye - 1.0 / m
+    se = np.sqrt(np.clip(np.diag(centre @ np.linalg.inv(info) @ centre), 0.0, None))
+    z = z_value(confidence)
+    comparisons = np.bincount(a, minlength=m) + np.bincount(b, minlength=m)
+    wins = np.bincount(a, weights=y, minlength=m) + np.bincount(b, weights=1 - y, minlength=m)
+    return BradleyTerryFit(
+        items=items,
+        scores=tuple(float(t) for t in theta),
+        low=tuple(float(t - z * s) for t, s in zip(theta, se)),
+        high=tuple(float(t + z * s) for t, s in zip(theta, se)),
+        comparisons=tuple(int(c) for c in comparisons),
+        wins=tuple(float(w) for w in wins),
+        n=len(judgments), ridge=ridge, iterations=it,
+    )
+
+
+# --- the run's store ---------------------------------------------------------------------------
+
+def store_path(run_dir: str | Path) -> Path:
+    """``<run>/preferences/judgments.jsonl``."""
+    return Path(run_dir) / C.DIR_PREFERENCES / C.FILE_JUDGMENTS
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def read_store(run_dir: str | Path) -> list[Judgment]:
+    """All judgments ingested into a run, in ingest order (empty when none)."""
+    path = store_path(run_dir)
+    if not path.is_file():
+        return []
+    out = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            row = json.loads(line)
+            row.pop("source_sha256", None)
+            out.append(_judgment(row, f"{path}: line {lineno}"))
+    return out
+
+
+def ingest(run_dir: str | Path, path: str | Path) -> tuple[int, int]:
+    """Validate a judgments file and append its judgments to the run's store.
+
+    Returns:
+        (judgments added, judgments in the store now); added is 0 when a file with the same
+        content was ingested before.
+
+    Raises:
+        ConfigError: the file is invalid (nothing is added).
+    """
+    judgments = load_judgments(path)
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    target = store_path(run_dir)
+    with _locked(target):
+        existing = target.read_text(encoding="utf-8") if target.is_file() else ""
+        lines = [ln for ln in existing.splitlines() if ln.strip()]
+        if any(json.loads(ln).get("source_sha256") == digest for ln in lines):
+            return 0, len(lines)
+        for j in judgments:
+            lines.append(json.dumps({**dataclasses.asdict(j), "source_sha256": digest},
+                                    sort_keys=True))
+        atomic_write_text(target, "\n".join(lines) + "\n")
+    return len(judgments), len(lines)
+
+
+def format_scores(fit: BradleyTerryFit) -> list[str]:
+    """Human-readable lines: rank, item, score and interval, wins / comparisons."""
+    width = max(len(it) for it in fit.items)
+    lines = [f"Bradley-Terry preference scores ({fit.n} judgments, ridge {fit.ridge:g}, 95% CI)"]
+    for row in fit.to_dict()["scores"]:
+        lo, hi = row["ci"]
+        lines.append(f"{row['rank']:>3}. {row['item']:<{width}}  {row['score']:+.3f} "
+                     f"[{lo:+.3f}, {hi:+.3f}]  wins {row['wins']:g}/{row['comparisons']}")
+    return lines
+
+
+def win_probability(fit: BradleyTerryFit, i: str, j: str) -> float:
+    """Model probability that ``i`` is preferred over ``j``."""
+    si = fit.scores[fit.items.index(i)]
+    sj = fit.scores[fit.items.index(j)]
+    return 1.0 / (1.0 + math.exp(-(si - sj)))

@@ -1,0 +1,65 @@
+"""gps_dropout_node: interposes on a NavSatFix topic and applies GPS outages and jitter.
+
+``gps/fix_raw -> gps/fix`` by default (parameters ``fix_in`` / ``fix_out``, remappable), with
+sensor-data QoS. Outages are driven by the header stamps through
+:class:`clawgym_ros.perturbations.GpsDropout`: in ``drop`` mode no fix is republished during an
+outage; in ``degraded`` mode a fix with status STATUS_NO_FIX is. ``perturbation_state``
+(latched) is republished when an outage starts or ends (``active`` true while it lasts).
+Serves ``set_perturbation``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from rclpy.node import Node
+from sensor_msgs.msg import NavSatFix, NavSatStatus
+
+from clawgym_ros import constants as C
+from clawgym_ros.perturbations.gps import STATUS_NO_FIX, GpsDropout, GpsFix
+from clawgym_ros.ros_io.convert import time_seconds
+from clawgym_ros.ros_io.params import declare_config
+from clawgym_ros.ros_io.perturbation import PerturbationHost, spin
+from clawgym_ros.ros_io.qos import SENSOR_QOS
+
+
+@dataclasses.dataclass(frozen=True)
+class GpsTopics:
+    """Input and output topics of the interposer."""
+
+    fix_in: str = dataclasses.field(default=C.TOPIC_GPS_RAW, metadata={"help": "raw NavSatFix"})
+    fix_out: str = dataclasses.field(default=C.TOPIC_GPS, metadata={"help": "perturbed fixes"})
+
+
+class GpsDropoutNode(Node):
+    """Thin node: NavSatFix -> :class:`GpsFix` -> :class:`GpsDropout` -> NavSatFix."""
+
+    def __init__(self) -> None:
+        super().__init__(C.NODE_GPS_DROPOUT)
+        self.host = PerturbationHost(self, GpsDropout)
+        topics = declare_config(self, GpsTopics)
+        self.pub = self.create_publisher(NavSatFix, topics.fix_out, SENSOR_QOS)
+        self.create_subscription(NavSatFix, topics.fix_in, self._on_fix, SENSOR_QOS)
+
+    def _on_fix(self, msg: NavSatFix) -> None:
+        fix = GpsFix(msg.latitude, msg.longitude, msg.altitude, time_seconds(msg.header.stamp),
+                     msg.status.status)
+        out = self.host.core.apply(fix)
+        if out is not None:
+            msg.latitude, msg.longitude, msg.altitude = out.latitude, out.longitude, out.altitude
+            msg.status.status = out.status
+            if out.status == STATUS_NO_FIX:
+                msg.status.status = NavSatStatus.STATUS_NO_FIX
+                msg.position_covariance_type = NavSatFix.COVARIANCE_TYPE_UNKNOWN
+            self.pub.publish(msg)
+        self.host.publish()
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console script ``gps_dropout_node``."""
+    return spin(GpsDropoutNode, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

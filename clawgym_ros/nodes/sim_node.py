@@ -1,0 +1,316 @@
+"""sim_node: the embedded MuJoCo simulator on the ROS graph (a lifecycle node).
+
+Publishes (sensor QoS unless noted): ``joint_states_raw``, ``image_raw`` + ``camera_info``
+(wrist camera on the tabletop, front camera outdoors), ``imu/data_raw``, ``gps/fix_raw``,
+``odom``, ``object_poses_raw`` (ground truth, tabletop) and ``/clock`` (clock QoS). Subscribes
+(reliable): ``joint_trajectory``, ``gripper_command``, ``cmd_vel``. Serves ``sim/reset``,
+``sim/step``, ``sim/set_lighting``, ``sim/set_dynamics``.
+
+Clock modes: ``free`` (a timer advances the simulation at ``real_time_factor`` x wall time;
+sensors at their configured rates) and ``lockstep`` (only ``sim/step`` advances it, by exactly
+``steps`` control steps; every sensor is published after each step and after each reset).
+All stamps are simulation time. Names and types are those of
+:data:`clawgym_ros.sim.topics.SIM_TOPICS` (the table ros_gz_bridge also follows; a test checks).
+
+The node is thin: messages become plain values (:mod:`clawgym_ros.ros_io.sensors`), the
+:class:`~clawgym_ros.sim.session.SimSession` core does the rest.
+
+Run: ``sim_node --autostart --ros-args -p scenario:=outdoor -p clock_mode:=lockstep``
+(``--autostart`` configures and activates without a lifecycle manager).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+import rclpy
+from geometry_msgs.msg import PoseArray, Twist
+from nav_msgs.msg import Odometry
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.lifecycle import Node, State, TransitionCallbackReturn
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import CameraInfo, Image, Imu, JointState, NavSatFix
+from trajectory_msgs.msg import JointTrajectory
+
+from clawgym_interfaces.msg import GripperCommand
+from clawgym_interfaces.srv import ResetSim, SetDynamics, SetLighting, StepSim
+from clawgym_ros import constants as C
+from clawgym_ros.errors import ClawgymError
+from clawgym_ros.ros_io import sensors
+from clawgym_ros.ros_io.convert import time_msg
+from clawgym_ros.ros_io.params import declare_config
+from clawgym_ros.ros_io.qos import CLOCK_QOS, COMMAND_QOS, SENSOR_QOS
+from clawgym_ros.ros_io.sim_services import dynamics_settings, lighting_settings
+from clawgym_ros.sim.pacing import CLOCK_LOCKSTEP, RealTimePacer
+from clawgym_ros.sim.session import (
+    SENSOR_CAMERA,
+    SENSOR_GPS,
+    SENSOR_IMU,
+    SENSOR_JOINTS,
+    SENSOR_OBJECTS,
+    SENSOR_ODOM,
+    SimNodeConfig,
+    SimSession,
+)
+
+#: Shortest wall period of the free-running timer (s): faster ticks only cost CPU.
+MIN_TICK_S = 0.002
+
+
+class SimNode(Node):
+    """Lifecycle wrapper of :class:`SimSession`; the constructor creates nothing."""
+
+    def __init__(self, node_name: str = C.NODE_SIM, **kwargs) -> None:
+        super().__init__(node_name, **kwargs)
+        self.config: SimNodeConfig | None = None
+        self.session: SimSession | None = None
+        self._pubs: dict[str, object] = {}
+        self._entities: list[object] = []
+        self._timer = None
+        self._pacer: RealTimePacer | None = None
+        self._active = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def on_configure(self, state: State) -> TransitionCallbackReturn:
+        try:
+            self.config = declare_config(self, SimNodeConfig)
+            self.session = SimSession(self.config)
+        except ClawgymError as err:
+            self.get_logger().error(f"configure failed: {err}")
+            return TransitionCallbackReturn.FAILURE
+        pub = self.create_lifecycle_publisher
+        self._pubs = {
+            SENSOR_JOINTS: pub(JointState, C.TOPIC_JOINT_STATES_RAW, SENSOR_QOS),
+            SENSOR_CAMERA: pub(Image, C.TOPIC_IMAGE_RAW, SENSOR_QOS),
+            "camera_info": pub(CameraInfo, C.TOPIC_CAMERA_INFO, SENSOR_QOS),
+            SENSOR_IMU: pub(Imu, C.TOPIC_IMU_RAW, SENSOR_QOS),
+            SENSOR_GPS: pub(NavSatFix, C.TOPIC_GPS_RAW, SENSOR_QOS),
+            SENSOR_ODOM: pub(Odometry, C.TOPIC_ODOM, SENSOR_QOS),
+            SENSOR_OBJECTS: pub(PoseArray, C.TOPIC_OBJECT_POSES_RAW, SENSOR_QOS),
+            "clock": pub(Clock, C.TOPIC_CLOCK, CLOCK_QOS),
+        }
+        self._entities = [
+            self.create_subscription(JointTrajectory, C.TOPIC_JOINT_TRAJECTORY,
+                                     self._on_trajectory, COMMAND_QOS),
+            self.create_subscription(GripperCommand, C.TOPIC_GRIPPER_COMMAND,
+                                     self._on_gripper, COMMAND_QOS),
+            self.create_subscription(Twist, C.TOPIC_CMD_VEL, self._on_cmd_vel, COMMAND_QOS),
+            self.create_service(ResetSim, C.SRV_RESET, self._on_reset),
+            self.create_service(StepSim, C.SRV_STEP, self._on_step),
+            self.create_service(SetLighting, C.SRV_SET_LIGHTING, self._on_set_lighting),
+            self.create_service(SetDynamics, C.SRV_SET_DYNAMICS, self._on_set_dynamics),
+        ]
+        self.get_logger().info(
+            f"configured: scenario={self.session.scenario} clock={self.config.clock_mode} "
+            f"control_dt={self.session.control_dt:g}s camera={self.session.camera[0]}")
+        return super().on_configure(state)
+
+    def on_activate(self, state: State) -> TransitionCallbackReturn:
+        result = super().on_activate(state)
+        self._active = True
+        cfg, session = self.config, self.session
+        assert cfg is not None and session is not None
+        self._publish(session.due(-1, session.steps, every_sensor=True))
+        if cfg.clock_mode != CLOCK_LOCKSTEP:
+            self._pacer = RealTimePacer(session.control_dt, cfg.real_time_factor,
+                                        cfg.max_steps_per_tick)
+            self._pacer.start(time.monotonic(), session.steps)
+            period = max(session.control_dt / cfg.real_time_factor, MIN_TICK_S)
+            self._timer = self.create_timer(period, self._on_tick)
+        return result
+
+    def on_deactivate(self, state: State) -> TransitionCallbackReturn:
+        self._active = False
+        self._stop_timer()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: State) -> TransitionCallbackReturn:
+        self.release()
+        return super().on_cleanup(state)
+
+    def on_shutdown(self, state: State) -> TransitionCallbackReturn:
+        self.release()
+        return super().on_shutdown(state)
+
+    def release(self) -> None:
+        """Destroy timers, endpoints and the simulator (idempotent)."""
+        self._active = False
+        self._stop_timer()
+        for entity in self._entities:
+            destroy = (self.destroy_subscription if hasattr(entity, "topic_name")
+                       else self.destroy_service)
+            destroy(entity)
+        self._entities = []
+        for publisher in self._pubs.values():
+            self.destroy_lifecycle_publisher(publisher)
+        self._pubs = {}
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self.destroy_timer(self._timer)
+            self._timer = None
+
+    # ------------------------------------------------------------------ stepping
+    def _on_tick(self) -> None:
+        session, pacer = self.session, self._pacer
+        if session is None or pacer is None or not self._active:
+            return
+        steps = pacer.due(time.monotonic(), session.steps)
+        if steps:
+            self._publish(session.due(*session.step(steps)))
+
+    def _publish(self, sensors_due: Sequence[str]) -> None:
+        """Publish the due sensors at the current simulation time, then /clock."""
+        session, cfg = self.session, self.config
+        assert session is not None and cfg is not None
+        stamp = time_msg(session.time)
+        for sensor in sensors_due:
+            self._publish_sensor(sensor, stamp)
+        if cfg.publish_clock:
+            self._pubs["clock"].publish(Clock(clock=stamp))
+
+    def _publish_sensor(self, sensor: str, stamp) -> None:
+        session = self.session
+        assert session is not None
+        pub = self._pubs[sensor]
+        if sensor == SENSOR_JOINTS:
+            j = session.joints()
+            pub.publish(sensors.joint_state_msg(j.names, j.position, j.velocity, j.effort, stamp))
+        elif sensor == SENSOR_CAMERA:
+            camera, frame = session.camera
+            image = session.image()
+            pub.publish(sensors.image_msg(image, stamp, frame))
+            self._pubs["camera_info"].publish(sensors.camera_info_msg(
+                image.shape[1], image.shape[0], k=session.camera_matrix(), stamp=stamp,
+                frame_id=frame))
+        elif sensor == SENSOR_IMU:
+            pub.publish(sensors.imu_msg(session.imu(), stamp, C.FRAME_IMU))
+        elif sensor == SENSOR_GPS:
+            pub.publish(sensors.navsat_fix_msg(session.gps(), stamp, C.FRAME_GPS))
+        elif sensor == SENSOR_ODOM:
+            pub.publish(sensors.odometry_msg(session.odom(), stamp, C.FRAME_ODOM, C.FRAME_BASE))
+        elif sensor == SENSOR_OBJECTS:
+            _, poses = session.object_poses()
+            pub.publish(sensors.pose_array_msg(poses, stamp, C.FRAME_WORLD))
+
+    # ------------------------------------------------------------------ commands
+    def _command(self, what: str, apply: Callable[[SimSession], None]) -> None:
+        if self.session is None or not self._active:
+            self.get_logger().warning(f"{what} ignored: node is not active")
+            return
+        try:
+            apply(self.session)
+        except ClawgymError as err:
+            self.get_logger().error(f"{what} rejected: {err}")
+
+    def _on_trajectory(self, msg: JointTrajectory) -> None:
+        def apply(session: SimSession) -> None:
+            session.set_trajectory(sensors.joint_trajectory_from_msg(
+                msg, session.time, session.config.trajectory_interpolation))
+        self._command("joint_trajectory", apply)
+
+    def _on_gripper(self, msg: GripperCommand) -> None:
+        def apply(session: SimSession) -> None:
+            target = sensors.gripper_target(msg, 0.0, session.gripper_max_width)
+            session.set_gripper(target.width)
+        self._command("gripper_command", apply)
+
+    def _on_cmd_vel(self, msg: Twist) -> None:
+        v, w = sensors.planar_twist(msg)
+        self._command("cmd_vel", lambda session: session.set_base_twist(v, w))
+
+    # ------------------------------------------------------------------ services
+    def _serve(self, response, what: str, apply: Callable[[SimSession], None]):
+        session = self.session
+        if session is None or not self._active:
+            response.success, response.message = False, "sim_node is not active"
+            return response
+        try:
+            apply(session)
+        except ClawgymError as err:
+            response.success, response.message = False, str(err)
+            self.get_logger().error(f"{what} failed: {err}")
+            return response
+        response.success, response.message = True, "ok"
+        if hasattr(response, "stamp"):
+            response.stamp = time_msg(session.time)
+        return response
+
+    def _on_reset(self, request: ResetSim.Request, response: ResetSim.Response):
+        def apply(session: SimSession) -> None:
+            session.reset(int(request.seed), request.scenario or None)
+            if self._pacer is not None:
+                self._pacer.start(time.monotonic(), session.steps)
+            self._publish(session.due(-1, 0, every_sensor=True))
+        return self._serve(response, "reset", apply)
+
+    def _on_step(self, request: StepSim.Request, response: StepSim.Response):
+        cfg = self.config
+        if cfg is not None and cfg.clock_mode != CLOCK_LOCKSTEP:
+            response.success = False
+            response.message = "sim/step needs clock_mode lockstep (this one runs free)"
+            return response
+
+        def apply(session: SimSession) -> None:
+            session.step(max(int(request.steps), 1))
+            self._publish(session.due(-1, session.steps, every_sensor=True))
+        return self._serve(response, "step", apply)
+
+    def _on_set_lighting(self, request: SetLighting.Request, response: SetLighting.Response):
+        return self._serve(response, "set_lighting",
+                           lambda session: session.set_lighting(lighting_settings(request)))
+
+    def _on_set_dynamics(self, request: SetDynamics.Request, response: SetDynamics.Response):
+        return self._serve(response, "set_dynamics",
+                           lambda session: session.set_dynamics(dynamics_settings(request)))
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="sim_node", description=__doc__.split("\n")[0])
+    parser.add_argument("--autostart", action="store_true",
+                        help="configure and activate at start (no lifecycle manager needed)")
+    return parser.parse_args(list(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run sim_node until SIGINT/SIGTERM; ``--autostart`` configures and activates it."""
+    argv = list(sys.argv if argv is None else argv)
+    rclpy.init(args=argv)
+    args = _parse(rclpy.utilities.remove_ros_args(argv)[1:])
+    node = SimNode()
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    code = 0
+    try:
+        if args.autostart:
+            if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+                raise SystemExit(1)
+            if node.trigger_activate() != TransitionCallbackReturn.SUCCESS:
+                raise SystemExit(1)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except _rclpy.RCLError:
+        # SIGINT/SIGTERM shut the context down while the executor built its wait set.
+        if rclpy.ok():
+            raise
+    except SystemExit as stop:
+        code = int(stop.code or 0)
+    finally:
+        node.release()
+        executor.shutdown()
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""trainer_node: lifecycle node serving the ``train`` action (clawgym_interfaces/action/Train).
+
+Thin: goal -> :class:`~clawgym_ros.training.config.TrainConfig` -> the training core
+(:func:`clawgym_ros.training.bc.train`) -> result. Training runs in a worker thread while the
+action's execute coroutine awaits it, so the single-threaded executor keeps serving cancel
+requests and lifecycle services; feedback (step, loss, validation loss, loss per group) is
+published from the core's progress callback at every log/validation step, and a cancel request
+stops the run between two steps (its newest state is kept in the work folder, so the same goal
+resumes later). One goal at a time; goals are rejected unless the node is active.
+
+Lifecycle: the constructor declares parameters only; ``on_configure`` reads them, imports the
+training core (torch) and creates the action server; ``on_activate`` starts accepting goals;
+``on_deactivate`` stops a running goal at its next step; ``on_cleanup`` removes the server.
+With ``autostart:=true`` the node configures and activates itself at start-up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+import threading
+from typing import Any
+
+import rclpy
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.task import Future
+
+from clawgym_interfaces.action import Train
+from clawgym_interfaces.msg import GroupWeight
+from clawgym_ros import constants as C
+from clawgym_ros.config import check_int, check_range, from_dict
+from clawgym_ros.errors import ClawgymError
+from clawgym_ros.ros_io.params import declare_config
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerNodeOptions:
+    """Node parameters: defaults of the training settings a Train goal does not carry."""
+
+    run_dir: str = dataclasses.field(
+        default=os.environ.get(C.ENV_RUN_DIR, C.DEFAULT_RUN_DIR),
+        metadata={"help": "run directory used when a goal's run_dir is empty"})
+    batch_size: int = dataclasses.field(default=256, metadata={"help": "samples per step"})
+    lr: float = dataclasses.field(default=1e-3, metadata={"help": "learning rate"})
+    log_interval: int = dataclasses.field(
+        default=50, metadata={"help": "steps between feedback messages and log entries"})
+    val_interval: int = dataclasses.field(default=200, metadata={"help": "steps between val"})
+    checkpoint_interval: int = dataclasses.field(
+        default=1000, metadata={"help": "steps between step folders (resume points)"})
+    patience: int = dataclasses.field(
+        default=0, metadata={"help": "early stopping patience in val checks; 0 = off"})
+    num_threads: int = dataclasses.field(default=1, metadata={"help": "torch threads"})
+    autostart: bool = dataclasses.field(
+        default=False, metadata={"help": "configure and activate at start-up"})
+
+    def __post_init__(self) -> None:
+        check_int("batch_size", self.batch_size, 1)
+        check_range("lr", self.lr, 0.0, 10.0, low_open=True)
+        check_int("log_interval", self.log_interval, 1)
+        check_int("val_interval", self.val_interval, 1)
+        check_int("checkpoint_interval", self.checkpoint_interval, 1)
+        check_int("patience", self.patience, 0)
+        check_int("num_threads", self.num_threads, 1, 256)
+
+
+def goal_config(goal: Any, options: TrainerNodeOptions):
+    """Train goal + node options -> TrainConfig (raises ConfigError naming the field)."""
+    from clawgym_ros.training.config import TrainConfig
+
+    return TrainConfig(
+        steps=int(goal.steps), seed=int(goal.seed), policy=goal.policy or C.POLICY_MLP,
+        group_weights={w.group: float(w.value) for w in goal.group_weights},
+        frozen_groups=tuple(goal.frozen_groups), hardening_share=float(goal.hardening_share),
+        batch_size=options.batch_size, lr=options.lr, log_interval=options.log_interval,
+        val_interval=options.val_interval, checkpoint_interval=options.checkpoint_interval,
+        patience=options.patience, num_threads=options.num_threads)
+
+
+def _group_msgs(values: dict[str, float]) -> list[GroupWeight]:
+    return [GroupWeight(group=name, value=float(value)) for name, value in values.items()]
+
+
+class TrainerNode(LifecycleNode):
+    """Lifecycle node serving the Train action."""
+
+    def __init__(self) -> None:
+        super().__init__(C.NODE_TRAINER)
+        self.options: TrainerNodeOptions | None = None
+        self._declared = False
+        self._server: ActionServer | None = None
+        self._active = False
+        self._busy = threading.Lock()
+        self._stop = threading.Event()
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def read_options(self) -> TrainerNodeOptions:
+        """Declare (first time) and read the node parameters."""
+        if not self._declared:
+            self._declared = True
+            return declare_config(self, TrainerNodeOptions)
+        values = {f.name: self.get_parameter(f.name).value
+                  for f in dataclasses.fields(TrainerNodeOptions)}
+        return from_dict(TrainerNodeOptions, values, source=f"node {self.get_name()}")
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self.options = self.read_options()
+            import clawgym_ros.training.bc  # noqa: F401 (load torch now, not on the first goal)
+        except ClawgymError as err:
+            self.get_logger().error(f"configure failed: {err}")
+            return TransitionCallbackReturn.FAILURE
+        self._server = ActionServer(
+            self, Train, C.ACTION_TRAIN, execute_callback=self._execute,
+            goal_callback=self._on_goal, cancel_callback=lambda _req: CancelResponse.ACCEPT)
+        self.get_logger().info(f"configured; run_dir default {self.options.run_dir}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = True
+        self._stop.clear()
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        self._stop.set()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self._server is not None:
+            self._server.destroy()
+            self._server = None
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        self._stop.set()
+        return self.on_cleanup(state)
+
+    # --- the action ------------------------------------------------------------------------
+    def _on_goal(self, goal: Train.Goal) -> GoalResponse:
+        if not self._active:
+            self.get_logger().warn("rejecting Train goal: node is not active")
+            return GoalResponse.REJECT
+        if self._busy.locked():
+            self.get_logger().warn("rejecting Train goal: another goal is running")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    async def _execute(self, goal_handle) -> Train.Result:
+        """Await the worker thread that trains; the executor stays free meanwhile."""
+        done: Future = Future(executor=self.executor)
+        done.add_done_callback(lambda _f: None)  # completion wakes the executor
+
+        def work() -> None:
+            try:
+                outcome: Any = self._train(goal_handle)
+            except BaseException as err:  # noqa: BLE001 (reported in the result)
+                outcome = err
+            done.set_result(outcome)
+
+        with self._busy:
+            threading.Thread(target=work, name="trainer", daemon=True).start()
+            outcome = await done
+        if isinstance(outcome, BaseException):
+            message = str(outcome) if isinstance(outcome, ClawgymError) else \
+                f"internal error: {type(outcome).__name__}: {outcome}"
+            self.get_logger().error(f"Train goal failed: {message}")
+            goal_handle.abort()
+            return Train.Result(success=False, message=message, train_loss=math.nan,
+                                val_loss=math.nan)
+        result = outcome
+        if result.cancelled:
+            goal_handle.canceled()
+            return Train.Result(success=False, message=f"cancelled at step {result.step}",
+                                train_loss=result.train_loss, val_loss=result.val_loss)
+        goal_handle.succeed()
+        return Train.Result(success=True, checkpoint_id=result.checkpoint_id,
+                            train_loss=result.train_loss, val_loss=result.val_loss,
+                            message=f"{result.step} steps"
+                            + (" (stopped early)" if result.stopped_early else ""))
+
+    def _train(self, goal_handle):
+        """Worker thread: run the training core for one goal."""
+        from clawgym_ros.artifacts import ArtifactStore
+        from clawgym_ros.training.bc import Progress, train
+        from clawgym_ros.training.data import open_training_table
+
+        goal = goal_handle.request
+        assert self.options is not None
+        cfg = goal_config(goal, self.options)
+        store = ArtifactStore(goal.run_dir or self.options.run_dir)
+        dataset_ids = [store.resolve(ref).id for ref in goal.dataset_ids]
+        table = open_training_table(store, dataset_ids)
+
+        def feedback(progress: Progress) -> None:
+            goal_handle.publish_feedback(Train.Feedback(
+                step=progress.step, total_steps=progress.total_steps, loss=progress.loss,
+                val_loss=progress.val_loss, group_losses=_group_msgs(progress.group_losses)))
+
+        def should_stop(_step: int) -> bool:
+            return self._stop.is_set() or goal_handle.is_cancel_requested
+
+        self.get_logger().info(f"training {cfg.steps} steps on {len(table)} rows "
+                               f"({len(dataset_ids)} dataset(s)), seed {cfg.seed}")
+        return train(table, cfg, store, dataset_ids=dataset_ids,
+                     init_checkpoint=goal.init_checkpoint_id or None,
+                     should_stop=should_stop, on_progress=feedback)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console script ``trainer_node``."""
+    rclpy.init(args=args)
+    node = TrainerNode()
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        options = node.read_options()
+        if options.autostart:
+            node.trigger_configure()
+            node.trigger_activate()
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except ClawgymError as err:
+        print(f"{C.NODE_TRAINER}: error: {err}", file=sys.stderr)
+        return 2
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

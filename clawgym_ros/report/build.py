@@ -1,0 +1,127 @@
+"""Build ``report.json`` from episode results and commit it with ``report.html`` as an artifact.
+
+The report holds no timestamp: the artifact manifest records when it was created. So the same
+results, suite and config give byte-identical report.json and report.html, hence the same
+report artifact id (a re-run or a resumed loop finds the existing report instead of a
+near-duplicate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from clawgym_ros import constants as C
+from clawgym_ros.config import to_dict
+from clawgym_ros.evaluation.config import EvalConfig
+from clawgym_ros.evaluation.metrics import dimension_scores, episode_motion, evaluate
+from clawgym_ros.evaluation.records import EpisodeResult
+from clawgym_ros.evaluation.suites import Suite
+from clawgym_ros.report.gaps import diagnosis, find_gaps
+from clawgym_ros.report.schema import REPORT_KIND, REPORT_SCHEMA_VERSION, validate_report
+
+
+def episode_record(r: EpisodeResult, cfg: EvalConfig) -> dict[str, Any]:
+    """The ``per_episode`` entry of one result (raw time series left out; their metrics in)."""
+    return {
+        "index": r.index, "seed": r.seed, "perturbation_seed": r.perturbation_seed,
+        "task": r.task, "template": r.template, "split": r.split, "family": r.family,
+        "families": list(r.families), "intensity": r.intensity,
+        "perturbation": dict(r.perturbation), "stages": list(r.stages),
+        "stages_reached": list(r.stages_reached), "failed_stage": r.failed_stage,
+        "success": r.success, "duration_s": r.duration_s,
+        "skill_calls": len(r.skill_calls),
+        "skill_calls_legal": sum(c.legal for c in r.skill_calls),
+        "violations": dict(r.violations), "goal_consistent": r.goal_consistent,
+        "metrics": episode_motion(r, cfg.metrics),
+    }
+
+
+def _history(history: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    out = []
+    for i, item in enumerate(history or ()):
+        entry = {"iteration": int(item.get("iteration", i)),
+                 "scores": {str(k): dict(v) for k, v in dict(item["scores"]).items()}}
+        if item.get("report_id"):
+            entry["report_id"] = str(item["report_id"])
+        out.append(entry)
+    return out
+
+
+def build_report(
+    results: Sequence[EpisodeResult],
+    suite: Suite,
+    config: EvalConfig,
+    history: Sequence[Mapping[str, Any]] | None = None,
+    judgments: Sequence[Any] | None = None,
+) -> dict[str, Any]:
+    """The report as a dict, validated against the schema.
+
+    Args:
+        results: one record per episode (any order; sorted by ``index`` here).
+        suite: the suite that was run.
+        config: the evaluation config (its ``seed`` overrides the suite's).
+        history: earlier iterations' ``{"iteration", "scores", "report_id"}`` (the coordinator
+            passes the loop's; ``scores`` as in a report's ``scores``).
+        judgments: pairwise human judgments to fit (e.g. the run's preference store).
+
+    Raises:
+        ReportSchemaError: if the built report does not match the schema (a bug).
+    """
+    results = sorted(results, key=lambda r: r.index)
+    aggregated = evaluate(results, config.metrics, judgments)
+    gaps = find_gaps(results, config.metrics)
+    suite_info = suite.to_dict()
+    suite_info["seed"] = suite.seed if config.seed is None else config.seed
+    report = {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "kind": REPORT_KIND,
+        "suite": suite_info,
+        "config": to_dict(config),
+        "n_episodes": len(results),
+        "per_episode": [episode_record(r, config) for r in results],
+        "aggregated": aggregated,
+        "scores": dimension_scores(aggregated),
+        "gaps": gaps,
+        "diagnosis": diagnosis(gaps, aggregated, config.metrics),
+        "history": _history(history),
+    }
+    validate_report(report)
+    return report
+
+
+def write_report(
+    store: Any,
+    results: Sequence[EpisodeResult],
+    suite: Suite,
+    config: EvalConfig,
+    parents: Sequence[str] = (),
+    history: Sequence[Mapping[str, Any]] | None = None,
+    judgments: Sequence[Any] | None = None,
+) -> Any:
+    """Build, validate and render the report; commit report.json + report.html as an artifact.
+
+    Args:
+        store: the run's :class:`~clawgym_ros.artifacts.ArtifactStore`.
+        parents: ids of the checkpoint (and configs) evaluated.
+
+    Returns:
+        The committed :class:`~clawgym_ros.artifacts.Artifact` (kind ``report``).
+    """
+    import json
+
+    from clawgym_ros.report.html import render_html
+
+    report = build_report(results, suite, config, history, judgments)
+    text = json.dumps(report, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    # Render from the serialized form, exactly what `clawgym report ID` re-renders from
+    # (key order included), so both give the same bytes.
+    html = render_html(json.loads(text))
+    seed = report["suite"]["seed"]
+    summary = {"suite": suite.name, "episodes": len(results), "gaps": len(report["gaps"]),
+               **{d: report["scores"][d]["value"] for d in C.DIMENSIONS}}
+    with store.stage(C.KIND_REPORT) as staging:
+        (staging.path / C.FILE_REPORT_JSON).write_text(text, encoding="utf-8")
+        (staging.path / C.FILE_REPORT_HTML).write_text(html, encoding="utf-8")
+        return staging.commit(config=config, seeds={"suite": seed}, parents=parents,
+                              summary=summary)

@@ -1,0 +1,36 @@
+"""Gymnasium registration of the clawgym envs (extensible: add rows to ENVS).
+
+``import clawgym_ros.sim`` registers every id in :data:`ENVS`; later issues add task envs
+(e.g. ``clawgym/PickPlace-v0``) by adding a row here or by calling :func:`register_env`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clawgym_ros import constants as C
+
+#: env id -> (entry point "module:Class", max_episode_steps, default kwargs)
+ENVS: dict[str, tuple[str, int | None, dict[str, Any]]] = {
+    C.ENV_TABLETOP: ("clawgym_ros.sim.envs:TabletopEnv", 500, {}),
+    C.ENV_MOBILE_BASE: ("clawgym_ros.sim.envs:MobileBaseEnv", 1000, {}),
+}
+
+
+def register_env(env_id: str, entry_point: str, max_episode_steps: int | None = None,
+                 **kwargs: Any) -> None:
+    """Register one env with Gymnasium (idempotent) and record it in :data:`ENVS`."""
+    import gymnasium
+
+    ENVS[env_id] = (entry_point, max_episode_steps, dict(kwargs))
+    if env_id in gymnasium.registry:
+        return
+    gymnasium.register(id=env_id, entry_point=entry_point,
+                       max_episode_steps=max_episode_steps, kwargs=dict(kwargs))
+
+
+def register_envs() -> list[str]:
+    """Register every env of :data:`ENVS`; returns the ids."""
+    for env_id, (entry, steps, kwargs) in list(ENVS.items()):
+        register_env(env_id, entry, steps, **kwargs)
+    return list(ENVS)

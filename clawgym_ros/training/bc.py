@@ -1,0 +1,470 @@
+"""Behaviour cloning: a step function (:func:`update_step`) and a loop (:func:`train`).
+
+The loss of a sample is the mean squared error of its (normalized) action chunk; the batch loss
+is the weighted mean over samples, each weighted by its group's weight (group = task x template
+x perturbation family; groups not listed weigh 1). Raising a group's weight therefore raises
+its share of every gradient without changing the loss scale.
+
+Determinism: given the seed and the table, the weights after training are bitwise identical on
+CPU (seeded init, a private generator for sampling and one for hardening noise, deterministic
+algorithms, a fixed thread count). An interrupted run resumes from its newest step folder with
+optimizer, generator and loop state and reaches the same weights as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from clawgym_ros import constants as C
+from clawgym_ros.artifacts import Artifact, ArtifactStore
+from clawgym_ros.dataset.table import TrainingTable
+from clawgym_ros.errors import ConfigError
+from clawgym_ros.training import checkpoint as ckpt
+from clawgym_ros.training.config import TrainConfig, validate_group_weights
+from clawgym_ros.training.data import Batch, TableSampler
+from clawgym_ros.training.hardening import hardening_layout, perturb_observations
+from clawgym_ros.training.policies import BCPolicy, PolicySpec, build_policy, freeze
+
+#: Train-config fields that do not change the trained weights (left out of the work key).
+_KEY_EXCLUDED = ("steps", "log_interval", "checkpoint_interval")
+_VAL_CHUNK = 4096
+_COUNT_ROWS = 1 << 20
+
+
+@dataclasses.dataclass
+class TensorBatch:
+    """A minibatch ready for the network: normalized, possibly hardened."""
+
+    obs: torch.Tensor  # float32 (B, obs_dim), normalized
+    target: torch.Tensor  # float32 (B, chunk, act_dim), normalized
+    group: torch.Tensor  # int64 (B,)
+    image: torch.Tensor | None = None  # uint8 (B, H, W, 3)
+
+
+@dataclasses.dataclass
+class Progress:
+    """What the loop reports at log and validation steps (feeds Train action feedback)."""
+
+    step: int
+    total_steps: int
+    loss: float
+    val_loss: float
+    group_losses: dict[str, float]
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """Outcome of :func:`train`."""
+
+    checkpoint_id: str | None
+    artifact: Artifact | None
+    step: int
+    train_loss: float
+    val_loss: float
+    group_losses: dict[str, float]
+    stopped_early: bool
+    cancelled: bool
+    resumed_from: int
+    samples_per_s: float
+    work_dir: Path
+    log_dir: Path | None
+
+
+def update_step(
+    policy: BCPolicy,
+    batch: TensorBatch,
+    optim: torch.optim.Optimizer,
+    *,
+    group_weights: torch.Tensor,
+    grad_clip: float = 0.0,
+    compute_grad_norm: bool = False,
+) -> dict[str, torch.Tensor]:
+    """One optimizer step of group-weighted behaviour cloning.
+
+    Args:
+        policy: the network (trainable parameters are those with ``requires_grad``).
+        batch: normalized observations, targets, groups (and images).
+        optim: optimizer over the trainable parameters.
+        group_weights: float (num_groups,) loss weight of each group.
+        grad_clip: clip the gradient norm to this value (0 = no clipping).
+        compute_grad_norm: also return the gradient norm when not clipping.
+
+    Returns:
+        Detached tensors: ``loss`` (weighted), ``group_loss_sum`` and ``group_count``
+        (num_groups,) for per-group means, and ``grad_norm`` (NaN when not computed).
+    """
+    policy.train()
+    pred = policy(batch.obs, batch.image)
+    per_sample = (pred - batch.target).pow(2).mean(dim=(1, 2))
+    weights = group_weights[batch.group]
+    loss = (weights * per_sample).sum() / weights.sum().clamp_min(1e-12)
+    optim.zero_grad(set_to_none=True)
+    loss.backward()
+    params = [p for group in optim.param_groups for p in group["params"] if p.grad is not None]
+    if grad_clip > 0:
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    elif compute_grad_norm:
+        grad_norm = torch.linalg.vector_norm(
+            torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
+    else:
+        grad_norm = torch.tensor(float("nan"))
+    optim.step()
+    num_groups = group_weights.shape[0]
+    detached = per_sample.detach()
+    return {
+        "loss": loss.detach(),
+        "group_loss_sum": torch.zeros(num_groups).index_add_(0, batch.group, detached),
+        "group_count": torch.bincount(batch.group, minlength=num_groups).to(torch.float32),
+        "grad_norm": grad_norm.detach(),
+    }
+
+
+@contextlib.contextmanager
+def deterministic(num_threads: int) -> Iterator[None]:
+    """Fixed thread count and deterministic torch algorithms for the duration."""
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(num_threads)
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(previous)
+
+
+def work_key(cfg: TrainConfig, dataset_ids: Sequence[str], table: TrainingTable,
+             init_checkpoint: str | None) -> str:
+    """Name of a run's work folder: a hash of everything that determines its weights."""
+    config = {k: v for k, v in cfg.to_json().items() if k not in _KEY_EXCLUDED}
+    data = {"config": config, "datasets": list(dataset_ids), "init": init_checkpoint,
+            "rows": len(table), "obs_spec": ckpt.spec_pairs(table.obs_spec),
+            "action_spec": ckpt.spec_pairs(table.action_spec),
+            "groups": list(table.group_names)}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def group_counts(table: TrainingTable) -> np.ndarray:
+    """Rows per group, counted in chunks (the group column is never loaded whole)."""
+    counts = np.zeros(len(table.group_names), dtype=np.int64)
+    for lo in range(0, len(table), _COUNT_ROWS):
+        chunk = np.asarray(table.group[lo:lo + _COUNT_ROWS])
+        counts += np.bincount(chunk, minlength=len(counts))[:len(counts)]
+    return counts
+
+
+def _to_tensors(batch: Batch, policy: BCPolicy) -> tuple[torch.Tensor, torch.Tensor,
+                                                         torch.Tensor, torch.Tensor | None]:
+    with torch.no_grad():
+        obs = policy.normalize_obs(torch.from_numpy(batch.obs))
+        target = policy.normalize_action(torch.from_numpy(batch.action))
+    image = None if batch.image is None else torch.from_numpy(batch.image)
+    return obs, target, torch.from_numpy(batch.group), image
+
+
+def evaluate(policy: BCPolicy, val: TensorBatch, group_weights: torch.Tensor
+             ) -> tuple[float, torch.Tensor, torch.Tensor]:
+    """Weighted validation loss plus per-group loss sums and counts."""
+    num_groups = group_weights.shape[0]
+    sums = torch.zeros(num_groups, dtype=torch.float64)
+    counts = torch.zeros(num_groups, dtype=torch.float64)
+    policy.eval()
+    with torch.no_grad():
+        for lo in range(0, val.obs.shape[0], _VAL_CHUNK):
+            sl = slice(lo, lo + _VAL_CHUNK)
+            image = None if val.image is None else val.image[sl]
+            per = (policy(val.obs[sl], image) - val.target[sl]).pow(2).mean(dim=(1, 2))
+            sums.index_add_(0, val.group[sl], per.double())
+            counts += torch.bincount(val.group[sl], minlength=num_groups).double()
+    w = group_weights.double()
+    loss = float((w * sums).sum() / (w * counts).sum().clamp_min(1e-12))
+    return loss, sums, counts
+
+
+def _group_means(names: Sequence[str], sums: torch.Tensor, counts: torch.Tensor
+                 ) -> dict[str, float]:
+    return {name: float(sums[i] / counts[i]) for i, name in enumerate(names) if counts[i] > 0}
+
+
+class _LoopState:
+    """Scalars and accumulators of the loop that a resume must restore."""
+
+    def __init__(self, num_groups: int):
+        self.step = 0
+        self.best_val = math.inf
+        self.bad_evals = 0
+        self.stopped_early = False
+        self.last_val = math.nan
+        self.last_val_groups: dict[str, float] = {}
+        self.history: list[dict[str, Any]] = []
+        self.reset_window(num_groups)
+
+    def reset_window(self, num_groups: int) -> None:
+        self.win_loss = torch.zeros((), dtype=torch.float64)
+        self.win_steps = 0
+        self.win_sums = torch.zeros(num_groups, dtype=torch.float64)
+        self.win_counts = torch.zeros(num_groups, dtype=torch.float64)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "best_val": _json_float(self.best_val),
+                "bad_evals": self.bad_evals, "stopped_early": self.stopped_early,
+                "last_val": _json_float(self.last_val), "last_val_groups": self.last_val_groups,
+                "win_steps": self.win_steps, "history": self.history}
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {"loop.win_loss": self.win_loss, "loop.win_sums": self.win_sums,
+                "loop.win_counts": self.win_counts}
+
+    def load(self, data: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) -> None:
+        self.step = int(data["step"])
+        self.best_val = _from_json_float(data["best_val"])
+        self.bad_evals = int(data["bad_evals"])
+        self.stopped_early = bool(data["stopped_early"])
+        self.last_val = _from_json_float(data["last_val"])
+        self.last_val_groups = dict(data["last_val_groups"])
+        self.win_steps = int(data["win_steps"])
+        self.history = list(data["history"])
+        self.win_loss = tensors["loop.win_loss"].clone()
+        self.win_sums = tensors["loop.win_sums"].clone()
+        self.win_counts = tensors["loop.win_counts"].clone()
+
+
+def _json_float(value: float) -> float | str:
+    return value if math.isfinite(value) else str(value)
+
+
+def _from_json_float(value: float | str) -> float:
+    return float(value)
+
+
+def train(
+    table: TrainingTable,
+    cfg: TrainConfig,
+    store: ArtifactStore,
+    *,
+    dataset_ids: Sequence[str] | None = None,
+    init_checkpoint: str | None = None,
+    resume: bool = True,
+    should_stop: Callable[[int], bool] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    tensorboard: bool = True,
+) -> TrainResult:
+    """Train a policy on ``table`` and publish it as a checkpoint artifact in ``store``.
+
+    Args:
+        table: the training table (memory-mapped; streamed, never loaded whole).
+        cfg: run settings.
+        store: artifact store of the run directory (checkpoints, work folders, logs).
+        dataset_ids: dataset artifacts the table came from (checkpoint parents); default:
+            the table's own ``dataset_ids``.
+        init_checkpoint: warm start from this checkpoint's weights (its policy spec is used).
+        resume: continue from the newest step folder of an earlier run with the same settings.
+        should_stop: called with the number of completed steps before each step; True stops
+            the run as cancelled (a checkpoint of the current step is kept in the work folder,
+            nothing is published).
+        on_progress: called at log and validation steps.
+        tensorboard: write TensorBoard scalars under ``<run>/logs/tensorboard/<work key>``.
+
+    Returns:
+        A :class:`TrainResult` (``checkpoint_id`` is None when cancelled).
+
+    Raises:
+        ConfigError: group weights naming unknown groups, all-zero weights, bad frozen groups.
+        CheckpointError: the init checkpoint is tampered or does not fit the table.
+    """
+    dataset_ids = list(table.dataset_ids if dataset_ids is None else dataset_ids)
+    cfg = dataclasses.replace(cfg)
+    group_w = validate_group_weights(cfg.group_weights, allowed=table.group_names)
+    weight_vec = torch.tensor([group_w.get(g, 1.0) for g in table.group_names],
+                              dtype=torch.float32)
+    present = weight_vec[torch.from_numpy(group_counts(table) > 0)]
+    if float(present.sum()) <= 0:
+        raise ConfigError("group_weights", group_w, "at least one present group with weight > 0")
+
+    init = None
+    if init_checkpoint:
+        init = ckpt.load_checkpoint(store, init_checkpoint, expected_obs_spec=table.obs_spec,
+                                    expected_action_spec=table.action_spec)
+        spec0 = init.spec
+        cfg = dataclasses.replace(cfg, policy=spec0.type, hidden=spec0.hidden, chunk=spec0.chunk)
+        init_checkpoint = init.artifact.id
+    spec = PolicySpec(type=cfg.policy, obs_dim=int(table.obs.shape[1]),
+                      act_dim=int(table.action.shape[1]), hidden=cfg.hidden, chunk=cfg.chunk,
+                      image_shape=None if table.image is None else
+                      tuple(int(s) for s in table.image.shape[1:]))
+    key = work_key(cfg, dataset_ids, table, init_checkpoint)
+    work_dir = store.run_dir / C.DIR_TRAIN_WORK / key
+    log_dir = store.run_dir / C.DIR_LOGS / C.DIR_TENSORBOARD / key if tensorboard else None
+    meta = {
+        "format": ckpt.CHECKPOINT_FORMAT, "train_config": cfg.to_json(),
+        "policy_spec": spec.to_json(), "obs_spec": ckpt.spec_pairs(table.obs_spec),
+        "action_spec": ckpt.spec_pairs(table.action_spec),
+        "group_names": list(table.group_names), "group_weights": group_w,
+        "frozen_groups": list(cfg.frozen_groups), "dataset_ids": dataset_ids,
+        "stats": {k: np.asarray(v).tolist() for k, v in table.stats.items()},
+        "init_checkpoint": init_checkpoint,
+    }
+
+    with deterministic(cfg.num_threads):
+        policy = build_policy(spec, table.stats, seed=cfg.seed)
+        if init is not None:
+            policy.load_state_dict(init.build_model().state_dict())
+        freeze(policy, cfg.frozen_groups)
+        trainable = [p for p in policy.parameters() if p.requires_grad]
+        optim = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        sample_gen = torch.Generator().manual_seed(cfg.seed)
+        noise_gen = torch.Generator().manual_seed(cfg.seed + 1)
+        num_groups = len(table.group_names)
+        loop = _LoopState(num_groups)
+
+        resumed_from = 0
+        if resume:
+            done = [s for s in ckpt.complete_steps(work_dir) if s <= cfg.steps]
+            if done:
+                state = ckpt.read_step(work_dir / str(done[-1]))
+                policy.load_state_dict(state.weights)
+                ckpt.load_optimizer_state(optim, state.tensors, state.state["optimizer"])
+                sample_gen.set_state(state.tensors["rng.sample"])
+                noise_gen.set_state(state.tensors["rng.noise"])
+                loop.load(state.state["loop"], state.tensors)
+                resumed_from = loop.step
+
+        sampler = TableSampler(table, val_fraction=cfg.val_fraction, chunk=spec.chunk,
+                               seed=cfg.seed, resident_budget_mb=cfg.resident_budget_mb,
+                               batch_size=cfg.batch_size)
+        val = None
+        val_batch = sampler.validation(cfg.val_samples, cfg.seed)
+        if val_batch is not None:
+            val = TensorBatch(*_to_tensors(val_batch, policy))
+        layout = hardening_layout(table.obs_spec, cfg.hardening_keys)
+        n_hard = int(round(cfg.hardening_share * cfg.batch_size))
+
+        def save(step: int) -> None:
+            tensors, opt_json = ckpt.optimizer_state(optim)
+            tensors.update(loop.tensors())
+            tensors["rng.sample"] = sample_gen.get_state()
+            tensors["rng.noise"] = noise_gen.get_state()
+            ckpt.write_step(work_dir, step, policy=policy, meta=meta, state_tensors=tensors,
+                            state_json={"optimizer": opt_json, "loop": loop.to_json()})
+
+        writer = None
+        if log_dir is not None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            writer = SummaryWriter(log_dir=str(log_dir))
+
+        def report(step: int, train_loss: float, groups: dict[str, float]) -> None:
+            if on_progress is not None:
+                on_progress(Progress(step=step, total_steps=cfg.steps, loss=train_loss,
+                                     val_loss=loop.last_val, group_losses=groups))
+
+        cancelled = False
+        start = time.perf_counter()
+        first_step = loop.step
+        try:
+            while loop.step < cfg.steps and not loop.stopped_early:
+                if should_stop is not None and should_stop(loop.step):
+                    cancelled = True
+                    break
+                step = loop.step + 1
+                obs, target, group, image = _to_tensors(
+                    sampler.sample(cfg.batch_size, sample_gen), policy)
+                if n_hard:
+                    obs = perturb_observations(obs, n_hard, layout, cfg.noise_std,
+                                               cfg.bias_std, noise_gen)
+                log_now = step % cfg.log_interval == 0 or step == cfg.steps
+                metrics = update_step(policy, TensorBatch(obs, target, group, image), optim,
+                                      group_weights=weight_vec, grad_clip=cfg.grad_clip,
+                                      compute_grad_norm=log_now)
+                loop.step = step
+                loop.win_loss += metrics["loss"]
+                loop.win_steps += 1
+                loop.win_sums += metrics["group_loss_sum"]
+                loop.win_counts += metrics["group_count"]
+                groups: dict[str, float] = {}
+                train_loss = math.nan
+                if log_now:
+                    train_loss = float(loop.win_loss) / max(loop.win_steps, 1)
+                    groups = _group_means(table.group_names, loop.win_sums, loop.win_counts)
+                    entry = {"step": step, "loss": train_loss, "group_losses": groups,
+                             "lr": optim.param_groups[0]["lr"],
+                             "grad_norm": float(metrics["grad_norm"])}
+                    loop.history.append(entry)
+                    loop.reset_window(num_groups)
+                    if writer is not None:
+                        writer.add_scalar("loss/train", train_loss, step)
+                        writer.add_scalar("lr", entry["lr"], step)
+                        writer.add_scalar("grad_norm", entry["grad_norm"], step)
+                        for name, value in groups.items():
+                            writer.add_scalar(f"loss_group/{name}", value, step)
+                if val is not None and (step % cfg.val_interval == 0 or step == cfg.steps):
+                    val_loss, sums, counts = evaluate(policy, val, weight_vec)
+                    loop.last_val = val_loss
+                    loop.last_val_groups = _group_means(table.group_names, sums, counts)
+                    if val_loss < loop.best_val - cfg.min_delta:
+                        loop.best_val, loop.bad_evals = val_loss, 0
+                    else:
+                        loop.bad_evals += 1
+                    if cfg.patience and loop.bad_evals >= cfg.patience:
+                        loop.stopped_early = True
+                    if writer is not None:
+                        writer.add_scalar("loss/val", val_loss, step)
+                        for name, value in loop.last_val_groups.items():
+                            writer.add_scalar(f"val_loss_group/{name}", value, step)
+                if log_now or (val is not None and step % cfg.val_interval == 0):
+                    if not groups:
+                        groups = loop.history[-1]["group_losses"] if loop.history else {}
+                        train_loss = loop.history[-1]["loss"] if loop.history else math.nan
+                    report(step, train_loss, groups)
+                if (step % cfg.checkpoint_interval == 0 or step == cfg.steps
+                        or loop.stopped_early):
+                    save(step)
+            if cancelled and loop.step > first_step:
+                save(loop.step)
+        finally:
+            if writer is not None:
+                writer.close()
+        elapsed = time.perf_counter() - start
+        samples_per_s = (loop.step - first_step) * cfg.batch_size / max(elapsed, 1e-9)
+
+    last = loop.history[-1] if loop.history else {"loss": math.nan, "group_losses": {}}
+    result = TrainResult(
+        checkpoint_id=None, artifact=None, step=loop.step, train_loss=float(last["loss"]),
+        val_loss=loop.last_val, group_losses=dict(last["group_losses"]),
+        stopped_early=loop.stopped_early, cancelled=cancelled, resumed_from=resumed_from,
+        samples_per_s=samples_per_s, work_dir=work_dir, log_dir=log_dir)
+    if cancelled:
+        return result
+    if loop.step not in ckpt.complete_steps(work_dir):
+        save(loop.step)
+    content = {
+        "step": loop.step, "steps": cfg.steps, "train_loss": _json_float(result.train_loss),
+        "val_loss": _json_float(loop.last_val), "best_val_loss": _json_float(loop.best_val),
+        "group_losses": result.group_losses, "val_group_losses": loop.last_val_groups,
+        "stopped_early": loop.stopped_early, "train_episodes": sampler.train_episodes,
+        "val_episodes": sampler.val_episodes, "dataset_ids": dataset_ids,
+        "group_weights": group_w, "frozen_groups": list(cfg.frozen_groups),
+        "history": loop.history, "work_key": key,
+    }
+    parents = list(dict.fromkeys(dataset_ids + ([init_checkpoint] if init_checkpoint else [])))
+    artifact = ckpt.commit_checkpoint(
+        store, work_dir, loop.step, interval=cfg.checkpoint_interval, summary_content=content,
+        config={**cfg.to_json(), "dataset_ids": dataset_ids, "init_checkpoint": init_checkpoint},
+        seed=cfg.seed, parents=parents,
+        summary={"step": loop.step, "train_loss": _json_float(result.train_loss),
+                 "val_loss": _json_float(loop.last_val), "stopped_early": loop.stopped_early,
+                 "samples_per_s": round(samples_per_s, 1), "resumed_from": resumed_from,
+                 "policy": cfg.policy},
+    )
+    result.checkpoint_id = artifact.id
+    result.artifact = artifact
+    return result

@@ -1,0 +1,167 @@
+"""Training configuration (no torch import, so the CLI and nodes can validate cheaply).
+
+:class:`TrainConfig` is the one config of a behaviour-cloning run, LeRobot style: a flat
+dataclass validated in ``__post_init__``; every bad value raises a ConfigError naming the field,
+the value and what is allowed. :func:`load_group_weights` reads a ``--weights`` file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from clawgym_ros import constants as C
+from clawgym_ros.config import check_choice, check_int, check_range, load_yaml
+from clawgym_ros.errors import ConfigError
+
+#: Policy architectures by name (see :mod:`clawgym_ros.training.policies`).
+POLICY_TYPES: tuple[str, ...] = (C.POLICY_MLP, C.POLICY_CNN)
+#: Named parameter groups of every policy; any of them can be frozen.
+PARAM_GROUPS: tuple[str, ...] = (C.PARAM_GROUP_ENCODER, C.PARAM_GROUP_TRUNK,
+                                 C.PARAM_GROUP_HEAD)
+#: Observation keys perturbed by robustness hardening unless configured otherwise.
+DEFAULT_HARDENING_KEYS: tuple[str, ...] = (C.OBS_JOINT_POS, C.OBS_JOINT_VEL, C.OBS_GRIPPER,
+                                           C.OBS_OBJECT_POSES)
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Behaviour-cloning run settings (validated on construction)."""
+
+    steps: int = dataclasses.field(default=2000, metadata=_help("optimizer steps"))
+    batch_size: int = dataclasses.field(default=256, metadata=_help("samples per step"))
+    lr: float = dataclasses.field(default=1e-3, metadata=_help("AdamW learning rate"))
+    weight_decay: float = dataclasses.field(default=0.0, metadata=_help("AdamW weight decay"))
+    seed: int = dataclasses.field(default=0, metadata=_help("seed of init, sampling, noise"))
+    policy: str = dataclasses.field(default=C.POLICY_MLP, metadata=_help("mlp or cnn"))
+    hidden: tuple[int, ...] = dataclasses.field(
+        default=(256, 256), metadata=_help("hidden widths: first = encoder (mlp), rest = trunk"))
+    chunk: int = dataclasses.field(default=1, metadata=_help("actions predicted per step"))
+    group_weights: dict[str, float] = dataclasses.field(
+        default_factory=dict, metadata=_help("loss weight per group (others: 1.0)"))
+    frozen_groups: tuple[str, ...] = dataclasses.field(
+        default=(), metadata=_help("parameter groups not trained: encoder, trunk, head"))
+    hardening_share: float = dataclasses.field(
+        default=0.0, metadata=_help("share of each batch with perturbed observations"))
+    hardening_keys: tuple[str, ...] = dataclasses.field(
+        default=DEFAULT_HARDENING_KEYS, metadata=_help("observation keys that get perturbed"))
+    noise_std: float = dataclasses.field(
+        default=0.1, metadata=_help("per-feature gaussian noise, in units of the obs std"))
+    bias_std: float = dataclasses.field(
+        default=0.1, metadata=_help("per-key constant offset, in units of the obs std"))
+    val_fraction: float = dataclasses.field(
+        default=0.1, metadata=_help("share of episodes held out for validation"))
+    val_samples: int = dataclasses.field(
+        default=4096, metadata=_help("max validation rows evaluated"))
+    val_interval: int = dataclasses.field(default=200, metadata=_help("steps between val"))
+    patience: int = dataclasses.field(
+        default=0, metadata=_help("val checks without improvement before stopping; 0 = off"))
+    min_delta: float = dataclasses.field(
+        default=0.0, metadata=_help("val loss decrease that counts as improvement"))
+    log_interval: int = dataclasses.field(default=50, metadata=_help("steps between logs"))
+    checkpoint_interval: int = dataclasses.field(
+        default=1000, metadata=_help("steps between checkpoints"))
+    grad_clip: float = dataclasses.field(default=0.0, metadata=_help("max grad norm; 0 = off"))
+    num_threads: int = dataclasses.field(default=1, metadata=_help("torch intra-op threads"))
+    resident_budget_mb: float = dataclasses.field(
+        default=64.0, metadata=_help("table pages kept mapped before release (RSS bound)"))
+
+    def __post_init__(self) -> None:
+        check_int("steps", self.steps, 1)
+        check_int("batch_size", self.batch_size, 1, 1 << 20)
+        check_range("lr", self.lr, 0.0, 10.0, low_open=True)
+        check_range("weight_decay", self.weight_decay, 0.0, 1.0)
+        check_int("seed", self.seed, 0, (1 << 63) - 1)
+        check_choice("policy", self.policy, POLICY_TYPES)
+        self.hidden = tuple(self.hidden)
+        if not self.hidden:
+            raise ConfigError("hidden", self.hidden, "at least one width")
+        for i, width in enumerate(self.hidden):
+            check_int(f"hidden[{i}]", width, 1, 65536)
+        check_int("chunk", self.chunk, 1, 256)
+        self.group_weights = validate_group_weights(self.group_weights)
+        self.frozen_groups = validate_frozen_groups(self.frozen_groups)
+        check_range("hardening_share", self.hardening_share, 0.0, 1.0)
+        self.hardening_keys = tuple(self.hardening_keys)
+        check_range("noise_std", self.noise_std, 0.0, 100.0)
+        check_range("bias_std", self.bias_std, 0.0, 100.0)
+        check_range("val_fraction", self.val_fraction, 0.0, 0.9)
+        check_int("val_samples", self.val_samples, 1)
+        check_int("val_interval", self.val_interval, 1)
+        check_int("patience", self.patience, 0)
+        check_range("min_delta", self.min_delta, 0.0)
+        check_int("log_interval", self.log_interval, 1)
+        check_int("checkpoint_interval", self.checkpoint_interval, 1)
+        check_range("grad_clip", self.grad_clip, 0.0)
+        check_int("num_threads", self.num_threads, 1, 256)
+        check_range("resident_budget_mb", self.resident_budget_mb, 1.0)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON-able dict (tuples as lists)."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+
+def validate_group_weights(
+    weights: Mapping[str, Any], allowed: Iterable[str] | None = None, source: str | None = None,
+) -> dict[str, float]:
+    """Check a group -> loss weight mapping.
+
+    Args:
+        weights: group name -> weight (>= 0).
+        allowed: the groups that exist (e.g. a table's group names); None = not checked.
+        source: file the mapping came from, for messages.
+
+    Returns:
+        A new dict with float weights.
+
+    Raises:
+        ConfigError: naming the field ``group_weights.<group>``, the value and what is allowed.
+    """
+    if not isinstance(weights, Mapping):
+        raise ConfigError("group_weights", weights, "a mapping of group name to weight", source)
+    allowed = None if allowed is None else list(allowed)
+    out = {}
+    for group, weight in weights.items():
+        field = f"group_weights.{group}"
+        if not isinstance(group, str) or not group:
+            raise ConfigError("group_weights", group, "non-empty group names", source)
+        if allowed is not None and group not in allowed:
+            raise ConfigError(field, weight, "a group of the dataset: " + ", ".join(allowed),
+                              source)
+        out[group] = float(check_range(field, weight, 0.0, 1e6, source=source))
+    return out
+
+
+def validate_frozen_groups(groups: Iterable[str], source: str | None = None) -> tuple[str, ...]:
+    """Check parameter group names to freeze (unique, known).
+
+    Raises:
+        ConfigError: for an unknown group name.
+    """
+    if isinstance(groups, str):
+        groups = [groups]
+    out = []
+    for i, group in enumerate(groups):
+        check_choice(f"frozen_groups[{i}]", group, PARAM_GROUPS, source)
+        if group not in out:
+            out.append(group)
+    return tuple(out)
+
+
+def load_group_weights(path: str | Path) -> dict[str, float]:
+    """Read a YAML/JSON file mapping group -> weight (the ``--weights`` file).
+
+    Raises:
+        ConfigError: unreadable file, not a mapping, a non-numeric or negative weight.
+    """
+    data = load_yaml(path)  # JSON is YAML
+    if not isinstance(data, Mapping):
+        raise ConfigError("group_weights", data, "a mapping of group name to weight", str(path))
+    return validate_group_weights(data, source=str(path))

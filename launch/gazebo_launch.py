@@ -1,0 +1,78 @@
+"""Gazebo path: gz-sim with a generated world, the robot from its xacro, ros_gz_bridge.
+
+ROS workstation only (launch, launch_ros, ros_gz_sim, ros_gz_bridge, robot_state_publisher).
+The bridge (config/ros_gz_bridge.yaml) exposes exactly the topics of sim_node
+(clawgym_ros.sim.topics.SIM_TOPICS), so every other node works unchanged.
+
+    ros2 launch clawgym_ros gazebo_launch.py scene:=tabletop
+"""
+
+from pathlib import Path
+
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+from launch import LaunchDescription
+
+SCENES = ("tabletop", "outdoor")
+
+
+def _share() -> Path:
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        return Path(get_package_share_directory("clawgym_ros"))
+    except Exception:  # source checkout without an install
+        return Path(__file__).resolve().parents[1]
+
+
+def _setup(context, *args, **kwargs):
+    import xacro
+    import yaml
+
+    share = _share()
+    scene_name = LaunchConfiguration("scene").perform(context)
+    if scene_name not in SCENES:
+        raise RuntimeError(f"scene={scene_name!r}; allowed: {', '.join(SCENES)}")
+    headless = LaunchConfiguration("headless").perform(context).lower() == "true"
+    spec = yaml.safe_load((share / "config" / "scenes" / f"{scene_name}.yaml").read_text())
+    robot = spec["robot"]
+    urdf = xacro.process_file(str(share / robot["urdf"]),
+                              mappings={"use_gazebo": "true"}).toprettyxml(indent="  ")
+    world = share / "worlds" / f"{scene_name}.sdf"
+    gz_sim = Path(_ros_gz_sim_share()) / "launch" / "gz_sim.launch.py"
+    gz_args = f"{'-s ' if headless else ''}-r {world}"
+    x, y, z = robot.get("pos", [0.0, 0.0, 0.0])
+    return [
+        IncludeLaunchDescription(PythonLaunchDescriptionSource(str(gz_sim)),
+                                 launch_arguments={"gz_args": gz_args}.items()),
+        Node(package="robot_state_publisher", executable="robot_state_publisher",
+             parameters=[{"robot_description": urdf, "use_sim_time": True}],
+             remappings=[("joint_states", "joint_states_raw")], output="screen"),
+        Node(package="ros_gz_sim", executable="create", output="screen",
+             arguments=["-world", scene_name, "-name", spec["robot"]["urdf"].split("/")[-1]
+                        .split(".")[0], "-string", urdf, "-x", str(x), "-y", str(y),
+                        "-z", str(z), "-Y", str(robot.get("yaw", 0.0))]),
+        Node(package="ros_gz_bridge", executable="parameter_bridge", output="screen",
+             parameters=[{"config_file": str(share / "config" / "ros_gz_bridge.yaml"),
+                          "use_sim_time": True}]),
+    ]
+
+
+def _ros_gz_sim_share() -> str:
+    from ament_index_python.packages import get_package_share_directory
+
+    return get_package_share_directory("ros_gz_sim")
+
+
+def generate_launch_description() -> LaunchDescription:
+    """gz-sim + robot spawn + bridge for one scene."""
+    return LaunchDescription([
+        DeclareLaunchArgument("scene", default_value="tabletop",
+                              description="scene name: " + ", ".join(SCENES)),
+        DeclareLaunchArgument("headless", default_value="true",
+                              description="run gz-sim server only (no GUI)"),
+        OpaqueFunction(function=_setup),
+    ])

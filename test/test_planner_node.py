@@ -1,0 +1,90 @@
+"""Two processes: planner_node serves PlanMotion; a client gets JointTrajectory plans."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from test.conftest import ROOT, read_logs
+
+pytestmark = pytest.mark.ros
+
+
+def _spin_until(executor, predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.05)
+        if predicate():
+            return True
+    return False
+
+
+def test_plan_motion_service_across_processes(procs, rclpy_context, tmp_path):
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from trajectory_msgs.msg import JointTrajectory
+
+    from clawgym_interfaces.srv import PlanMotion
+    from clawgym_ros import constants as C
+    from clawgym_ros.ros_io.planning import trajectory_from_msg
+    from clawgym_ros.ros_io.qos import COMMAND_QOS
+
+    procs.env["PYTHONPATH"] = str(ROOT)
+    procs.start_module("planner", "clawgym_ros.nodes.planner_node",
+                       ["--ros-args", "-p", "obstacles:=wall"])
+    node = Node("plan_client", context=rclpy_context)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(node)
+    try:
+        executed = []
+        node.create_subscription(JointTrajectory, C.TOPIC_JOINT_TRAJECTORY, executed.append,
+                                 COMMAND_QOS)
+        client = node.create_client(PlanMotion, C.SRV_PLAN_MOTION)
+        assert client.wait_for_service(timeout_sec=40.0), read_logs(tmp_path)
+
+        def call(request):
+            future = client.call_async(request)
+            assert _spin_until(executor, future.done, 30.0), read_logs(tmp_path)
+            return future.result()
+
+        home = [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785]
+        request = PlanMotion.Request(goal_type=PlanMotion.Request.GOAL_NAMED,
+                                     named_goal="ready", execute=True)
+        request.start_state.name = list(C.ARM_JOINTS)
+        request.start_state.position = home
+        response = call(request)
+        assert response.success, response.message
+        traj = response.trajectory
+        assert list(traj.joint_names) == list(C.ARM_JOINTS)
+        core = trajectory_from_msg(traj)
+        assert core.times[0] == 0.0 and (core.times[1:] > core.times[:-1]).all()
+        assert list(traj.points[0].positions) == pytest.approx(home, abs=1e-6)
+        ready = [0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785]
+        assert list(traj.points[-1].positions) == pytest.approx(ready, abs=1e-6)
+        assert len(traj.points[5].velocities) == 7 and len(traj.points[5].accelerations) == 7
+        assert _spin_until(executor, lambda: executed, 10.0), "execute did not publish"
+        assert len(executed[0].points) == len(traj.points)
+
+        far = PlanMotion.Request(goal_type=PlanMotion.Request.GOAL_POSE)
+        far.start_state.name = list(C.ARM_JOINTS)
+        far.start_state.position = home
+        far.pose_goal.header.frame_id = C.FRAME_WORLD
+        far.pose_goal.pose.position.x = 2.5
+        far.pose_goal.pose.position.z = 0.6
+        far.pose_goal.pose.orientation.x = 1.0
+        far.pose_goal.pose.orientation.w = 0.0
+        response = call(far)
+        assert not response.success
+        assert response.reason == "goal_unreachable", response.message
+        assert len(response.trajectory.points) == 0
+
+        bad = PlanMotion.Request(goal_type=PlanMotion.Request.GOAL_JOINTS)
+        bad.joint_goal.name = ["arm_joint_1"]
+        bad.joint_goal.position = [0.0]
+        response = call(bad)
+        assert not response.success and response.reason == "invalid_request"
+        assert "joint_goal" in response.message
+    finally:
+        executor.shutdown()
+        node.destroy_node()

@@ -1,0 +1,82 @@
+"""`clawgym train`: prints a checkpoint id; bad --weights/--freeze/--dataset are one clear line."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+pytest.importorskip("torch")
+
+from clawgym_ros import constants as C  # noqa: E402
+from clawgym_ros.artifacts import ArtifactStore  # noqa: E402
+from clawgym_ros.cli import main  # noqa: E402
+from clawgym_ros.training.synthetic import synthetic_dataset  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("run")
+    dataset = synthetic_dataset(ArtifactStore(root), rows=1200, episode_len=40, groups=2)
+    return root, dataset.id
+
+
+def _train(capsys, run_dir, *extra: str) -> tuple[int, str, str]:
+    root, dataset = run_dir
+    code = main(["train", "--dataset", dataset[:12], "--steps", "20", "--seed", "0",
+                 "--out", str(root), "--batch-size", "32", *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_train_prints_the_checkpoint_id_with_lineage(run_dir, capsys, tmp_path):
+    weights = tmp_path / "weights.yaml"
+    store = ArtifactStore(run_dir[0])
+    names = json.loads((store.get(run_dir[1]).path / "table.json").read_text())["group_names"]
+    weights.write_text(f"{names[1]}: 4.0\n")
+    code, out, err = _train(capsys, run_dir, "--weights", str(weights), "--freeze", "encoder")
+    assert code == 0, err
+    checkpoint_id = out.strip().splitlines()[-1]
+    assert re.fullmatch(r"[0-9a-f]{64}", checkpoint_id)
+    art = store.resolve(checkpoint_id, C.KIND_CHECKPOINT)
+    assert art.manifest.parents == [run_dir[1]]
+    assert art.manifest.seeds == {"train": 0}
+    assert art.manifest.config["group_weights"] == {names[1]: 4.0}
+    assert art.manifest.config["frozen_groups"] == ["encoder"]
+    # The same command again resumes the finished run: the same checkpoint, no new training.
+    code, again, _ = _train(capsys, run_dir, "--weights", str(weights), "--freeze", "encoder")
+    assert code == 0 and again.strip() == checkpoint_id
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("pick_place/t0/none: -2\n", ["group_weights.pick_place/t0/none", "-2", "[0, 1e+06]"]),
+    ("nope/x/y: 1.0\n", ["group_weights.nope/x/y", "a group of the dataset",
+                         "pick_place/t0/none"]),
+    ("pick_place/t0/none: heavy\n", ["group_weights.pick_place/t0/none", "'heavy'", "number"]),
+    ("- 1\n- 2\n", ["group_weights", "a mapping"]),
+    ("a: [1\n", ["valid YAML"]),
+])
+def test_bad_weights_file_is_one_line_naming_file_field_value_allowed(
+        run_dir, capsys, tmp_path, content, expected):
+    weights = tmp_path / "w.yaml"
+    weights.write_text(content)
+    code, _, err = _train(capsys, run_dir, "--weights", str(weights))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert str(weights) in lines[0] and "Traceback" not in err
+    for part in expected:
+        assert part in lines[0], (part, lines[0])
+
+
+def test_bad_freeze_and_unknown_dataset_are_one_line(run_dir, capsys, tmp_path):
+    code, _, err = _train(capsys, run_dir, "--freeze", "wheels")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "frozen_groups[0]='wheels'" in err and "'encoder'" in err
+    code = main(["train", "--dataset", "ab" * 32, "--steps", "5", "--seed", "0",
+                 "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "unknown artifact id" in err and len(err.strip().splitlines()) == 1
+    code, _, err = _train(capsys, run_dir, "--weights", str(tmp_path / "missing.yaml"))
+    assert code == 2 and "missing.yaml" in err and "an existing YAML file" in err

@@ -1,0 +1,103 @@
+"""trainer_node in its own process: lifecycle bring-up, a Train goal with feedback, a cancel."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from test.conftest import ROOT, read_logs
+
+pytestmark = pytest.mark.ros
+pytest.importorskip("torch")
+
+
+def _spin_until(executor, predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.05)
+        if predicate():
+            return True
+    return False
+
+
+def test_train_action_across_processes(procs, rclpy_context, tmp_path):
+    from action_msgs.msg import GoalStatus
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+    from rclpy.action import ActionClient
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+
+    from clawgym_interfaces.action import Train
+    from clawgym_interfaces.msg import GroupWeight
+    from clawgym_ros import constants as C
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.training.synthetic import synthetic_dataset
+
+    store = ArtifactStore(tmp_path / "run")
+    dataset = synthetic_dataset(store, rows=2000, episode_len=40, groups=2)
+    group = "pick_place/t0/none"
+
+    procs.env["PYTHONPATH"] = str(ROOT)
+    procs.start_module("trainer", "clawgym_ros.nodes.trainer_node", [
+        "--ros-args", "-p", "log_interval:=10", "-p", "val_interval:=20",
+        "-p", "batch_size:=32", "-p", "checkpoint_interval:=20"])
+    node = Node("train_client", context=rclpy_context)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(node)
+    try:
+        change = node.create_client(ChangeState, f"/{C.NODE_TRAINER}/change_state")
+        assert change.wait_for_service(timeout_sec=30.0), read_logs(tmp_path)
+        for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
+            future = change.call_async(ChangeState.Request(
+                transition=Transition(id=transition)))
+            assert _spin_until(executor, future.done, 60.0), read_logs(tmp_path)
+            assert future.result().success, read_logs(tmp_path)
+
+        action = ActionClient(node, Train, C.ACTION_TRAIN)
+        assert action.wait_for_server(timeout_sec=20.0)
+
+        def send(steps: int, feedback: list):
+            goal = Train.Goal(dataset_ids=[dataset.id[:16]], steps=steps, seed=4,
+                              group_weights=[GroupWeight(group=group, value=2.0)],
+                              frozen_groups=["encoder"], hardening_share=0.25,
+                              run_dir=str(store.run_dir))
+            sent = action.send_goal_async(goal, feedback_callback=feedback.append)
+            assert _spin_until(executor, sent.done, 10.0)
+            handle = sent.result()
+            assert handle.accepted
+            return handle
+
+        feedback: list = []
+        handle = send(60, feedback)
+        result_future = handle.get_result_async()
+        assert _spin_until(executor, result_future.done, 60.0), read_logs(tmp_path)
+        response = result_future.result()
+        assert response.status == GoalStatus.STATUS_SUCCEEDED, response.result.message
+        result = response.result
+        assert result.success and result.checkpoint_id
+        art = store.resolve(result.checkpoint_id, C.KIND_CHECKPOINT)
+        assert art.manifest.parents == [dataset.id]
+        assert art.manifest.config["frozen_groups"] == ["encoder"]
+        steps = [f.feedback.step for f in feedback]
+        assert steps == sorted(steps) and steps[-1] == 60 and len(steps) >= 5
+        last = feedback[-1].feedback
+        assert last.total_steps == 60 and last.loss > 0 and last.val_loss > 0
+        assert group in {g.group for g in last.group_losses}
+
+        # A long goal, cancelled after its first feedback: the node stops between steps.
+        feedback = []
+        handle = send(100_000, feedback)
+        assert _spin_until(executor, lambda: feedback, 60.0), read_logs(tmp_path)
+        cancel = handle.cancel_goal_async()
+        assert _spin_until(executor, cancel.done, 10.0)
+        result_future = handle.get_result_async()
+        assert _spin_until(executor, result_future.done, 30.0), read_logs(tmp_path)
+        response = result_future.result()
+        assert response.status == GoalStatus.STATUS_CANCELED
+        assert "cancelled at step" in response.result.message
+        assert len(store.list(C.KIND_CHECKPOINT)) == 1
+    finally:
+        executor.shutdown()
+        node.destroy_node()

@@ -1,0 +1,248 @@
+"""Behaviour cloning: group weights, determinism, freezing, resume, checkpoints, policies."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from clawgym_ros import constants as C  # noqa: E402
+from clawgym_ros.artifacts import ArtifactStore  # noqa: E402
+from clawgym_ros.errors import CheckpointError, ConfigError  # noqa: E402
+from clawgym_ros.evaluation.protocol import Policy  # noqa: E402
+from clawgym_ros.training.bc import train  # noqa: E402
+from clawgym_ros.training.checkpoint import load_checkpoint, load_policy  # noqa: E402
+from clawgym_ros.training.config import TrainConfig  # noqa: E402
+from clawgym_ros.training.data import TableSampler  # noqa: E402
+from clawgym_ros.training.hardening import hardening_layout, perturb_observations  # noqa: E402
+from clawgym_ros.training.policies import PolicySpec, build_policy, parameter_groups  # noqa: E402
+from clawgym_ros.training.synthetic import ACTION_SPEC, OBS_SPEC, synthetic_table  # noqa: E402
+
+#: Small and fast, but real: a few hundred optimizer steps on a few thousand rows.
+SMALL = dict(hidden=(32, 32), batch_size=64, log_interval=10, val_interval=20,
+             checkpoint_interval=20, val_samples=512)
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    return synthetic_table(tmp_path_factory.mktemp("table"), rows=6000, episode_len=50,
+                           groups=3, seed=1)
+
+
+def _weights(store: ArtifactStore, checkpoint_id: str) -> dict[str, torch.Tensor]:
+    return load_checkpoint(store, checkpoint_id).weights
+
+
+def test_weighted_group_loss_falls_faster_than_with_uniform_weights(table, tmp_path):
+    favoured = table.group_names[0]
+    results = {}
+    for name, weights in (("uniform", {}), ("weighted", {favoured: 10.0})):
+        cfg = TrainConfig(steps=200, seed=0, group_weights=weights, **SMALL)
+        results[name] = train(table, cfg, ArtifactStore(tmp_path / name), dataset_ids=[],
+                              tensorboard=False)
+    uniform, weighted = results["uniform"], results["weighted"]
+    assert weighted.group_losses[favoured] < 0.8 * uniform.group_losses[favoured]
+    # The price is paid by the other groups: the weighting really moved capacity.
+    others = [g for g in table.group_names if g != favoured]
+    assert sum(weighted.group_losses[g] for g in others) > \
+        sum(uniform.group_losses[g] for g in others)
+    summary = json.loads((weighted.artifact.path / C.FILE_TRAIN_SUMMARY).read_text())
+    assert summary["group_weights"] == {favoured: 10.0}
+    first = summary["history"][0]["group_losses"][favoured]
+    assert summary["history"][-1]["group_losses"][favoured] < first
+
+
+def test_same_seed_same_table_gives_bitwise_identical_weights(table, tmp_path):
+    cfg = TrainConfig(steps=60, seed=5, hardening_share=0.5, **SMALL)
+    a = train(table, cfg, ArtifactStore(tmp_path / "a"), dataset_ids=[], tensorboard=False)
+    b = train(table, cfg, ArtifactStore(tmp_path / "b"), dataset_ids=[], tensorboard=False)
+    c = train(table, dataclasses.replace(cfg, seed=6), ArtifactStore(tmp_path / "c"),
+              dataset_ids=[], tensorboard=False)
+    wa, wb, wc = (_weights(ArtifactStore(tmp_path / n), r.checkpoint_id)
+                  for n, r in (("a", a), ("b", b), ("c", c)))
+    assert wa.keys() == wb.keys()
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert a.checkpoint_id == b.checkpoint_id  # content-addressed: every file is identical
+    assert not torch.equal(wa["head.weight"], wc["head.weight"])
+
+
+def test_frozen_groups_stay_bitwise_unchanged(table, tmp_path):
+    cfg = TrainConfig(steps=30, seed=2, frozen_groups=("encoder", "trunk"), **SMALL)
+    store = ArtifactStore(tmp_path)
+    result = train(table, cfg, store, dataset_ids=[], tensorboard=False)
+    trained = _weights(store, result.checkpoint_id)
+    spec = PolicySpec(type=C.POLICY_MLP, obs_dim=sum(OBS_SPEC.values()),
+                      act_dim=sum(ACTION_SPEC.values()), hidden=cfg.hidden)
+    initial = build_policy(spec, table.stats, seed=cfg.seed)
+    groups = parameter_groups(initial)
+    assert {name.split(".")[0] for g in groups.values() for name, _ in g} == \
+        {"encoder", "trunk", "head"}
+    for group in ("encoder", "trunk"):
+        for name, param in groups[group]:
+            assert torch.equal(trained[name], param.detach()), name
+    for name, param in groups["head"]:
+        assert not torch.equal(trained[name], param.detach()), name
+    with pytest.raises(ConfigError, match="frozen_groups"):
+        TrainConfig(frozen_groups=("encoder", "wheels"))
+    with pytest.raises(ConfigError, match="at least one group trainable"):
+        train(table, TrainConfig(steps=5, frozen_groups=("encoder", "trunk", "head"), **SMALL),
+              store, dataset_ids=[], tensorboard=False)
+
+
+def test_resume_continues_to_the_uninterrupted_result(table, tmp_path):
+    cfg = TrainConfig(steps=70, seed=3, hardening_share=0.25, **SMALL)
+    full = train(table, cfg, ArtifactStore(tmp_path / "full"), dataset_ids=[])
+
+    # Cancelled at step 30: a resume point is written at the cancel step, nothing published.
+    store = ArtifactStore(tmp_path / "cancel")
+    cancelled = train(table, cfg, store, dataset_ids=[], should_stop=lambda step: step >= 30)
+    assert cancelled.cancelled and cancelled.checkpoint_id is None and cancelled.step == 30
+    assert store.list(C.KIND_CHECKPOINT) == []
+    resumed = train(table, cfg, store, dataset_ids=[])
+    assert resumed.resumed_from == 30
+    full_w, resumed_w = _weights(ArtifactStore(tmp_path / "full"), full.checkpoint_id), \
+        _weights(store, resumed.checkpoint_id)
+    assert all(torch.equal(full_w[k], resumed_w[k]) for k in full_w)
+    assert resumed.checkpoint_id == full.checkpoint_id
+
+    # Crashed at step 50: the newest step folder is 40 (checkpoint_interval 20).
+    store = ArtifactStore(tmp_path / "crash")
+
+    def crash(step: int) -> bool:
+        if step >= 50:
+            raise KeyboardInterrupt
+        return False
+
+    with pytest.raises(KeyboardInterrupt):
+        train(table, cfg, store, dataset_ids=[], should_stop=crash)
+    resumed = train(table, cfg, store, dataset_ids=[])
+    assert resumed.resumed_from == 40
+    assert resumed.checkpoint_id == full.checkpoint_id
+    assert list((tmp_path / "crash" / C.DIR_LOGS / C.DIR_TENSORBOARD).iterdir())
+
+
+def test_checkpoint_tree_and_refusals(table, tmp_path):
+    store = ArtifactStore(tmp_path)
+    cfg = TrainConfig(steps=40, seed=0, **SMALL)
+    result = train(table, cfg, store, dataset_ids=[], tensorboard=False)
+    art = result.artifact
+    assert (art.path / C.FILE_LAST).read_text().strip() == "40"
+    assert sorted(p.name for p in art.path.iterdir()) == sorted(
+        ["20", "40", C.FILE_LAST, C.FILE_TRAIN_SUMMARY, C.FILE_MANIFEST])
+    files = {p.name for p in (art.path / "40").iterdir()}
+    assert files == {C.FILE_MODEL, C.FILE_CHECKPOINT_CONFIG, C.FILE_TRAINING_STATE,
+                     C.FILE_TRAINING_STATE_JSON}
+    meta = json.loads((art.path / "40" / C.FILE_CHECKPOINT_CONFIG).read_text())
+    assert meta["obs_spec"] == [[k, v] for k, v in OBS_SPEC.items()]
+    assert meta["train_config"]["seed"] == 0 and meta["group_names"] == table.group_names
+    assert art.manifest.seeds == {"train": 0}
+
+    policy = load_policy(store, result.checkpoint_id, expected_obs_spec=OBS_SPEC,
+                         expected_action_spec=ACTION_SPEC)
+    assert isinstance(policy, Policy)
+
+    # Mismatched observation layout (same keys, another order) -> refused, naming both.
+    reordered = dict(reversed(list(OBS_SPEC.items())))
+    with pytest.raises(CheckpointError, match="observation spec") as err:
+        load_policy(store, result.checkpoint_id, expected_obs_spec=reordered)
+    assert "tool_pose:7" in str(err.value)
+
+    # Tampered weights (same size, one byte flipped) -> refused before any tensor is read.
+    model = art.path / "40" / C.FILE_MODEL
+    data = bytearray(model.read_bytes())
+    data[-1] ^= 0xFF
+    model.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="refused.*40/model.safetensors.*modified"):
+        load_policy(store, result.checkpoint_id)
+
+
+def test_warm_start_and_group_weight_validation(table, tmp_path):
+    store = ArtifactStore(tmp_path)
+    base = train(table, TrainConfig(steps=20, seed=0, **SMALL), store, dataset_ids=[],
+                 tensorboard=False)
+    warm = train(table, TrainConfig(steps=20, seed=1, hidden=(8,), **{
+        k: v for k, v in SMALL.items() if k != "hidden"}), store, dataset_ids=[],
+        init_checkpoint=base.checkpoint_id[:12], tensorboard=False)
+    assert warm.artifact.manifest.parents == [base.checkpoint_id]
+    assert warm.artifact.manifest.config["hidden"] == [32, 32]  # the checkpoint's spec wins
+    assert warm.val_loss < base.val_loss
+    with pytest.raises(ConfigError, match="group_weights.nope"):
+        train(table, TrainConfig(steps=5, group_weights={"nope": 1.0}, **SMALL), store,
+              dataset_ids=[])
+    with pytest.raises(ConfigError, match="group_weights"):
+        TrainConfig(group_weights={table.group_names[0]: -1.0})
+    zero = {g: 0.0 for g in table.group_names}
+    with pytest.raises(ConfigError, match="weight > 0"):
+        train(table, TrainConfig(steps=5, group_weights=zero, **SMALL), store, dataset_ids=[])
+
+
+def test_sampler_splits_by_episode_and_chunks_within_episodes(table):
+    sampler = TableSampler(table, val_fraction=0.2, chunk=4, seed=0, resident_budget_mb=64,
+                           batch_size=32)
+    episodes = np.asarray(table.episode)
+    train_eps = {int(e) for s, t in zip(sampler.train.starts, sampler.train.ends)
+                 for e in np.unique(episodes[s:t])}
+    val_eps = {int(e) for s, t in zip(sampler.val.starts, sampler.val.ends)
+               for e in np.unique(episodes[s:t])}
+    assert train_eps and val_eps and not train_eps & val_eps
+    assert len(val_eps) == round(0.2 * len(train_eps | val_eps))
+    batch = sampler.sample(256, torch.Generator().manual_seed(0))
+    assert batch.action.shape == (256, 4, sum(ACTION_SPEC.values()))
+    # The last row of an episode repeats its action for the rest of the chunk.
+    end = int(sampler.train.ends[0]) - 1
+    chunk = sampler.gather(np.array([end]), np.array([end + 1])).action[0]
+    assert np.array_equal(chunk[0], chunk[3]) and np.array_equal(chunk[0], table.action[end])
+    chunk = sampler.gather(np.array([end - 3]), np.array([end + 1])).action[0]
+    assert np.array_equal(chunk, np.asarray(table.action[end - 3:end + 1]))
+
+
+def test_hardening_perturbs_only_the_share_and_the_keys():
+    obs_spec = {C.OBS_JOINT_POS: 3, C.OBS_TOOL_POSE: 2, C.OBS_OBJECT_POSES: 2}
+    layout = hardening_layout(obs_spec, [C.OBS_JOINT_POS, C.OBS_OBJECT_POSES])
+    obs = torch.zeros(8, 7)
+    out = perturb_observations(obs, 3, layout, 0.1, 0.5, torch.Generator().manual_seed(0))
+    again = perturb_observations(obs, 3, layout, 0.1, 0.5, torch.Generator().manual_seed(0))
+    assert torch.equal(out, again) and torch.equal(obs, torch.zeros(8, 7))
+    assert torch.count_nonzero(out[3:]) == 0 and torch.count_nonzero(out[:, 3:5]) == 0
+    assert torch.count_nonzero(out[:3, :3]) == 9 and torch.count_nonzero(out[:3, 5:]) == 6
+
+
+def test_torch_policy_executes_action_chunks_from_a_queue(table, tmp_path):
+    store = ArtifactStore(tmp_path)
+    result = train(table, TrainConfig(steps=20, seed=0, chunk=4, **SMALL), store,
+                   dataset_ids=[], tensorboard=False)
+    policy = load_policy(store, result.checkpoint_id)
+    calls = []
+    policy.model.register_forward_hook(lambda *_: calls.append(1))
+    obs = {k: np.zeros(w) for k, w in OBS_SPEC.items()}
+    actions = [policy.act(obs) for _ in range(6)]
+    assert len(calls) == 2  # 4 actions per network call
+    assert set(actions[0]) == set(ACTION_SPEC)
+    assert actions[0][C.ACT_JOINT_TARGET].shape == (7,)
+    assert actions[0][C.ACT_GRIPPER].shape == (1,)
+    policy.reset()
+    policy.act(obs)
+    assert len(calls) == 3
+    policy.reset()
+    with pytest.raises(Exception, match="lacks key"):
+        policy.act({C.OBS_JOINT_POS: np.zeros(7)})
+
+
+def test_cnn_policy_trains_on_images(tmp_path):
+    table = synthetic_table(tmp_path / "img", rows=600, episode_len=50, groups=2, seed=0,
+                            image_size=24)
+    store = ArtifactStore(tmp_path / "run")
+    result = train(table, TrainConfig(steps=10, seed=0, policy=C.POLICY_CNN, **SMALL), store,
+                   dataset_ids=[], tensorboard=False)
+    policy = load_policy(store, result.checkpoint_id)
+    obs = {k: np.zeros(w) for k, w in OBS_SPEC.items()}
+    obs[C.OBS_IMAGE] = np.zeros((24, 24, 3), np.uint8)
+    assert policy.act(obs)[C.ACT_JOINT_TARGET].shape == (7,)
+    assert any(k.startswith("encoder.convs") for k in policy.model.state_dict())
+    with pytest.raises(Exception, match="needs camera images"):
+        train(synthetic_table(tmp_path / "noimg", rows=200, seed=0),
+              TrainConfig(steps=2, policy=C.POLICY_CNN, **SMALL), store, dataset_ids=[])
