@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -85,14 +86,14 @@ def from_dict(cls: type[T], data: Mapping[str, Any], source: str | None = None) 
     if not isinstance(data, Mapping):
         raise ConfigError(cls.__name__, data, "a mapping of field names to values", source)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    hints = _type_hints(cls)
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(unknown[0], data[unknown[0]], "one of the fields " + ", ".join(fields),
                           source)
     kwargs = {}
     for name, value in data.items():
-        ftype = fields[name].type
-        sub = _dataclass_type(ftype)
+        sub = _dataclass_type(hints.get(name, fields[name].type))
         if sub is not None and isinstance(value, Mapping):
             value = from_dict(sub, value, source)
         kwargs[name] = value
@@ -102,6 +103,14 @@ def from_dict(cls: type[T], data: Mapping[str, Any], source: str | None = None) 
         if source and not err.source:
             raise ConfigError(err.field, err.value, err.allowed, source) from None
         raise
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    """Resolved field types (string annotations under ``from __future__ import annotations``)."""
+    try:
+        return typing.get_type_hints(cls)
+    except (NameError, TypeError):
+        return {}
 
 
 def _dataclass_type(ftype: Any) -> type | None:

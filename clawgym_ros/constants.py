@@ -34,6 +34,8 @@ SCENE_TABLETOP = "tabletop"
 SCENE_OUTDOOR = "outdoor"
 ENV_TABLETOP = "clawgym/Tabletop-v0"
 ENV_MOBILE_BASE = "clawgym/MobileBase-v0"
+ENV_GPS_NAV = "clawgym/GpsNav-v0"
+ENV_PILL_HANDOVER = "clawgym/PillHandover-v0"
 
 # --- Topics (relative names so that namespaces and remapping work) --------------------------
 TOPIC_JOINT_STATES_RAW = "joint_states_raw"
@@ -132,6 +134,8 @@ OBS_TOOL_POSE = "tool_pose"
 OBS_IMU = "imu"
 OBS_GPS = "gps"
 OBS_ODOM = "odom"
+OBS_NAV_GOAL = "nav_goal"            # gps_nav: (latitude, longitude, waypoints left)
+OBS_HAND = "hand_state"              # pill_handover: hand pose (7) + closure in [0, 1]
 ACT_JOINT_TARGET = "joint_target"
 ACT_JOINT_VEL = "joint_velocity"
 ACT_GRIPPER = "gripper"
