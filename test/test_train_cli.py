@@ -80,3 +80,33 @@ def test_bad_freeze_and_unknown_dataset_are_one_line(run_dir, capsys, tmp_path):
     assert code == 2 and "unknown artifact id" in err and len(err.strip().splitlines()) == 1
     code, _, err = _train(capsys, run_dir, "--weights", str(tmp_path / "missing.yaml"))
     assert code == 2 and "missing.yaml" in err and "an existing YAML file" in err
+
+
+def test_train_on_a_synthesized_mcap_dataset_end_to_end(capsys, tmp_path):
+    """Real dataset path: MCAP episodes -> dataset.cache table -> `clawgym train` -> policy."""
+    import numpy as np
+
+    from clawgym_ros.dataset.cache import training_table
+    from clawgym_ros.dataset.writer import synthesize_dataset
+    from clawgym_ros.synthesis.mixture import MixtureSpec, plan_episodes
+    from clawgym_ros.synthesis.synthetic import SIGNOFF, synthetic_episode
+    from clawgym_ros.training.checkpoint import load_policy
+
+    store = ArtifactStore(tmp_path)
+    mix = MixtureSpec.from_entries([{"task": C.TASK_PICK_PLACE, "weight": 1}])
+    specs = plan_episodes(mix, 6, 0, options={"steps": 24})
+    dataset, _ = synthesize_dataset(store, specs, synthetic_episode, SIGNOFF, workers=1,
+                                    generation={"seed": 0, "episodes": 6}, seeds={"run": 0})
+    code = main(["train", "--dataset", dataset.id, "--steps", "30", "--seed", "1", "--out",
+                 str(tmp_path), "--batch-size", "32", "--chunk", "2"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    table = training_table(store, [dataset.id])
+    policy = load_policy(store, out.out.strip(), expected_obs_spec=table.obs_spec,
+                         expected_action_spec=table.action_spec)
+    obs = {k: np.asarray(table.obs[0][i:i + w]) for k, w, i in zip(
+        table.obs_spec, table.obs_spec.values(),
+        np.cumsum([0, *table.obs_spec.values()]))}
+    action = policy.act(obs)
+    assert list(action) == list(table.action_spec)
+    assert all(np.all(np.isfinite(v)) for v in action.values())

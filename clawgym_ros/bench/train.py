@@ -94,7 +94,7 @@ def bench_train(quick: bool = False, seed: int = 0) -> dict[str, Any]:
     from clawgym_ros.training.synthetic import synthetic_table
 
     rows = QUICK_ROWS if quick else DEFAULT_ROWS
-    steps = 300 if quick else 1500
+    steps = 150 if quick else 1500
     cfg = TrainConfig(steps=steps, seed=seed)
     out: dict[str, Any] = {"rows": rows, "steps": steps, "batch_size": cfg.batch_size,
                            "hidden": list(cfg.hidden), "num_threads": cfg.num_threads}
@@ -112,7 +112,7 @@ def bench_train(quick: bool = False, seed: int = 0) -> dict[str, Any]:
         out["ratio"] = round(max(trainer) / max(bare), 3)
         out["ratio_target"] = 0.8
 
-        rss_steps = 400 if quick else 2000
+        rss_steps = 200 if quick else 2000
         small = _measure_rss(root / "table", rss_steps, seed)
         big_table = synthetic_table(root / "table10x", rows=rows * 10, seed=seed)
         big = _measure_rss(root / "table10x", rss_steps, seed)

@@ -86,7 +86,7 @@ def update_step(
     batch: TensorBatch,
     optim: torch.optim.Optimizer,
     *,
-    group_weights: torch.Tensor,
+    group_weights: torch.Tensor | None = None,
     grad_clip: float = 0.0,
     compute_grad_norm: bool = False,
 ) -> dict[str, torch.Tensor]:
@@ -96,7 +96,7 @@ def update_step(
         policy: the network (trainable parameters are those with ``requires_grad``).
         batch: normalized observations, targets, groups (and images).
         optim: optimizer over the trainable parameters.
-        group_weights: float (num_groups,) loss weight of each group.
+        group_weights: float (num_groups,) loss weight of each group (None: all 1).
         grad_clip: clip the gradient norm to this value (0 = no clipping).
         compute_grad_norm: also return the gradient norm when not clipping.
 
@@ -104,6 +104,8 @@ def update_step(
         Detached tensors: ``loss`` (weighted), ``group_loss_sum`` and ``group_count``
         (num_groups,) for per-group means, and ``grad_norm`` (NaN when not computed).
     """
+    if group_weights is None:
+        group_weights = torch.ones(int(batch.group.max()) + 1)
     policy.train()
     pred = policy(batch.obs, batch.image)
     per_sample = (pred - batch.target).pow(2).mean(dim=(1, 2))

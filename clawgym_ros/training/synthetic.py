@@ -8,7 +8,6 @@ so that a large one never has to exist in memory whole.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import numpy as np
 
 from clawgym_ros import constants as C
 from clawgym_ros.artifacts import Artifact, ArtifactStore
-from clawgym_ros.artifacts.atomic import atomic_write_text
+from clawgym_ros.artifacts.atomic import atomic_write_json
 from clawgym_ros.dataset.table import TABLE_FILE, TABLE_VERSION, TrainingTable, group_name
 
 OBS_SPEC = {C.OBS_JOINT_POS: 7, C.OBS_JOINT_VEL: 7, C.OBS_GRIPPER: 1, C.OBS_OBJECT_POSES: 7,
@@ -97,16 +96,13 @@ def synthetic_table(
 
 def write_table_meta(root: Path, names: list[str], stats: dict[str, np.ndarray],
                      dataset_ids: tuple[str, ...]) -> TrainingTable:
-    """Write table.json next to already written columns and open the table.
-
-    The specs are written in insertion order (not key-sorted): their order is the column
-    layout of ``obs.npy`` and ``action.npy``.
-    """
-    atomic_write_text(root / TABLE_FILE, json.dumps({
-        "version": TABLE_VERSION, "obs_spec": OBS_SPEC, "action_spec": ACTION_SPEC,
+    """Write table.json (the format of :func:`write_table`) next to written columns; open."""
+    atomic_write_json(root / TABLE_FILE, {
+        "version": TABLE_VERSION, "obs_spec": [[k, w] for k, w in OBS_SPEC.items()],
+        "action_spec": [[k, w] for k, w in ACTION_SPEC.items()],
         "group_names": names, "dataset_ids": list(dataset_ids),
         "stats": {k: np.asarray(v).tolist() for k, v in stats.items()},
-    }, indent=2) + "\n")
+    })
     return TrainingTable.open(root)
 
 
