@@ -24,6 +24,7 @@ COMMANDS: tuple[str, ...] = (
     "report",
     "prefs",
     "train",
+    "synth",
 )
 
 EXIT_USER_ERROR = 2

@@ -34,6 +34,10 @@ SCENE_TABLETOP = "tabletop"
 SCENE_OUTDOOR = "outdoor"
 ENV_TABLETOP = "clawgym/Tabletop-v0"
 ENV_MOBILE_BASE = "clawgym/MobileBase-v0"
+ENV_PICK_PLACE = "clawgym/PickPlace-v0"
+ENV_PEG_INSERT = "clawgym/PegInsert-v0"
+ENV_PILL_HANDOVER = "clawgym/PillHandover-v0"
+ENV_GPS_NAV = "clawgym/GpsNav-v0"
 ENV_GPS_NAV = "clawgym/GpsNav-v0"
 ENV_PILL_HANDOVER = "clawgym/PillHandover-v0"
 
@@ -59,6 +63,11 @@ TOPIC_EVAL_SUMMARY = "eval_summary"
 TOPIC_LOOP_STATUS = "loop_status"
 TOPIC_SKILL_CALLS = "skill_calls"
 TOPIC_ESTOP = "estop"
+#: safety_node: policy commands in (remap the policy's outputs here), its verdicts out.
+TOPIC_CMD_VEL_IN = "cmd_vel_in"
+TOPIC_JOINT_TRAJECTORY_IN = "joint_trajectory_in"
+TOPIC_SAFETY_STATUS = "safety_status"
+TOPIC_TOOL_POSE = "tool_pose"
 
 # --- Services -------------------------------------------------------------------------------
 SRV_RESET = "sim/reset"
@@ -67,6 +76,7 @@ SRV_SET_LIGHTING = "sim/set_lighting"
 SRV_SET_DYNAMICS = "sim/set_dynamics"
 SRV_SET_PERTURBATION = "set_perturbation"
 SRV_PLAN_MOTION = "plan_motion"
+SRV_SAFETY_RESET = "safety/reset"
 
 # --- Actions --------------------------------------------------------------------------------
 ACTION_SYNTHESIZE = "synthesize"
@@ -85,6 +95,7 @@ NODE_SYNTHESIS = "synthesis_node"
 NODE_TRAINER = "trainer_node"
 NODE_EVALUATOR = "evaluator_node"
 NODE_COORDINATOR = "coordinator_node"
+NODE_SAFETY = "safety_node"
 
 # --- Perturbation families ------------------------------------------------------------------
 FAMILY_NONE = "none"

@@ -17,6 +17,7 @@ AREAS: dict[str, str] = {
     "dataset": "clawgym_ros.bench.dataset:bench_dataset",
     "planning": "clawgym_ros.bench.planning:bench_planning",
     "sim": "clawgym_ros.bench.sim:bench_sim",
+    "synth": "clawgym_ros.bench.synth:bench_synth",
     "train": "clawgym_ros.bench.train:bench_train",
 }
 

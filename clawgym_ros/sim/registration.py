@@ -14,6 +14,11 @@ from clawgym_ros import constants as C
 ENVS: dict[str, tuple[str, int | None, dict[str, Any]]] = {
     C.ENV_TABLETOP: ("clawgym_ros.sim.envs:TabletopEnv", 500, {}),
     C.ENV_MOBILE_BASE: ("clawgym_ros.sim.envs:MobileBaseEnv", 1000, {}),
+    # Task envs (issue 6): stage tracking and success of clawgym_ros.tasks
+    C.ENV_PICK_PLACE: ("clawgym_ros.tasks.pick_place:PickPlaceEnv", 1500, {}),
+    C.ENV_PEG_INSERT: ("clawgym_ros.tasks.peg_insert:PegInsertEnv", 1500, {}),
+    C.ENV_GPS_NAV: ("clawgym_ros.tasks.gps_nav:GpsNavEnv", 4500, {}),
+    C.ENV_PILL_HANDOVER: ("clawgym_ros.tasks.pill_handover:PillHandoverEnv", 2000, {}),
 }
 
 

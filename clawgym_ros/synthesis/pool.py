@@ -42,6 +42,7 @@ class Progress:
     total: int
     accepted: int
     rejected: int
+    rejected_by_reason: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -233,7 +234,7 @@ def run_generation(
             on_result(result)
         if progress is not None:
             progress(Progress(summary.done, summary.planned, summary.accepted,
-                              summary.rejected))
+                              summary.rejected, dict(summary.rejected_by_reason)))
     summary.cancelled = summary.done < summary.planned and is_cancelled()
     summary.wall_s = time.perf_counter() - start
     return summary

@@ -1,0 +1,78 @@
+"""`clawgym bench synth`: validated pick_place demonstrations per core-hour, yield, and the
+ratio of episode wall time to the pure physics time (mj_step) of the same episodes.
+
+Episodes run in this process (one core): expert + dual sign-off + MCAP encoding per episode,
+after a warm-up episode per template (model build and planner set-up happen once per worker
+process and template). Demos per core-hour = accepted / CPU seconds x 3600 (process CPU time,
+robust to other load on a shared machine); the end-to-end figure runs the full
+``synthesize_dataset`` with two workers (includes worker start-up).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from typing import Any
+
+from clawgym_ros import constants as C
+
+
+def bench_synth(quick: bool = False, seed: int = 0) -> dict[str, Any]:
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.dataset.writer import encode_for_dataset, synthesize_dataset
+    from clawgym_ros.synthesis.episode import EpisodeSpec
+    from clawgym_ros.synthesis.mixture import MixtureSpec, plan_episodes
+    from clawgym_ros.tasks import expert as E
+    from clawgym_ros.tasks.registry import generate_any, get_task
+
+    task = get_task(C.TASK_PICK_PLACE)
+    signoff = task.signoff()
+    for i, name in enumerate(task.training_templates):      # warm-up: build worlds
+        generate_any(EpisodeSpec(index=i, seed=10_000 + i, task=task.name, template=name))
+    n = 12 if quick else 200
+    specs = plan_episodes(MixtureSpec.single(task.name), n, seed)
+    E.TIMING.update(physics_s=0.0, episode_s=0.0, episodes=0.0)
+    accepted = 0
+    reasons: dict[str, int] = {}
+    gen_s = signoff_s = encode_s = 0.0
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for spec in specs:
+        t0 = time.perf_counter()
+        record = generate_any(spec)
+        t1 = time.perf_counter()
+        rejections = signoff(record)
+        t2 = time.perf_counter()
+        if not rejections:
+            accepted += 1
+            encode_for_dataset(record)
+        t3 = time.perf_counter()
+        gen_s, signoff_s, encode_s = gen_s + t1 - t0, signoff_s + t2 - t1, encode_s + t3 - t2
+        for r in {r.code for r in rejections}:
+            reasons[r] = reasons.get(r, 0) + 1
+    cpu = time.process_time() - cpu0
+    wall = time.perf_counter() - wall0
+    physics = E.TIMING["physics_s"]
+    result: dict[str, Any] = {
+        "task": task.name, "episodes": n, "accepted": accepted,
+        "yield": round(accepted / n, 4), "rejected_by_reason": dict(sorted(reasons.items())),
+        "cpu_s": round(cpu, 3), "in_process_wall_s": round(wall, 3),
+        "validated_demos_per_core_hour": round(accepted / cpu * 3600.0, 1),
+        "target_demos_per_core_hour": 10_000,
+        "wall_to_physics_ratio": round(E.TIMING["episode_s"] / physics, 3) if physics else None,
+        "physics_s": round(physics, 3),
+        "per_episode_ms": {"generate": round(1000 * gen_s / n, 2),
+                           "physics": round(1000 * physics / n, 2),
+                           "signoff": round(1000 * signoff_s / n, 2),
+                           "encode": round(1000 * encode_s / n, 2)},
+    }
+    m = 8 if quick else 60
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = plan_episodes(MixtureSpec.single(task.name), m, seed + 1)
+        start = time.perf_counter()
+        _, summary = synthesize_dataset(ArtifactStore(tmp), plan, generate_any, signoff,
+                                        workers=2, generation={"seed": seed + 1, "episodes": m})
+        result["end_to_end"] = {"episodes": m, "workers": 2,
+                                "wall_s": round(time.perf_counter() - start, 3),
+                                "accepted": summary.accepted, "yield": round(summary.yield_, 4)}
+    result["meets_target"] = result["validated_demos_per_core_hour"] >= 10_000
+    return result

@@ -1,0 +1,221 @@
+"""synthesis_node: lifecycle node serving the ``synthesize`` action
+(clawgym_interfaces/action/Synthesize).
+
+Thin: goal -> :class:`~clawgym_ros.tasks.synth.SynthRequest` -> the synthesis core
+(:func:`clawgym_ros.tasks.synth.synthesize`: experts in worker processes, dual sign-off, MCAP
+dataset artifact) -> result. Generation runs in a worker thread while the action's execute
+coroutine awaits it, so the single-threaded executor keeps serving cancel requests and
+lifecycle services. Feedback (done/total/accepted/rejected and rejections by reason) follows
+every finished episode; a cancel request stops the run after the episode in progress (nothing
+is committed). One goal at a time; goals are rejected unless the node is active.
+
+Lifecycle: the constructor declares parameters only; ``on_configure`` reads them and creates
+the action server; ``on_activate`` accepts goals; ``on_deactivate`` cancels a running goal;
+``on_cleanup`` removes the server. With ``autostart:=true`` the node configures and activates
+itself at start-up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import threading
+from typing import Any
+
+import rclpy
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.task import Future
+
+from clawgym_interfaces.action import Synthesize
+from clawgym_interfaces.msg import RejectionCount
+from clawgym_ros import constants as C
+from clawgym_ros.config import check_int, from_dict
+from clawgym_ros.errors import ClawgymError
+from clawgym_ros.ros_io.params import declare_config
+
+
+@dataclasses.dataclass(frozen=True)
+class SynthesisNodeOptions:
+    """Node parameters."""
+
+    run_dir: str = dataclasses.field(
+        default=os.environ.get(C.ENV_RUN_DIR, C.DEFAULT_RUN_DIR),
+        metadata={"help": "run directory used when a goal's run_dir is empty"})
+    default_workers: int = dataclasses.field(
+        default=0, metadata={"help": "worker processes when a goal says 0 (0 = one per core)"})
+    autostart: bool = dataclasses.field(
+        default=False, metadata={"help": "configure and activate at start-up"})
+
+    def __post_init__(self) -> None:
+        check_int("default_workers", self.default_workers, 0, 1024)
+
+
+def goal_request(goal: Any, options: SynthesisNodeOptions):
+    """Synthesize goal + node options -> SynthRequest (ConfigError names the bad field)."""
+    from clawgym_ros.synthesis.mixture import MixtureSpec
+    from clawgym_ros.tasks.synth import SynthRequest
+
+    return SynthRequest(out=goal.run_dir or options.run_dir, episodes=int(goal.episodes),
+                        seed=int(goal.seed), mixture=MixtureSpec.from_entries(goal.mixture),
+                        workers=int(goal.workers) or options.default_workers,
+                        images=bool(goal.record_images))
+
+
+def rejection_msgs(by_reason: dict[str, int]) -> list[RejectionCount]:
+    """RejectionCount messages in the stable order of ``constants.REJECTION_REASONS``."""
+    order = {c: i for i, c in enumerate(C.REJECTION_REASONS)}
+    return [RejectionCount(reason=k, count=int(v)) for k, v in
+            sorted(by_reason.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))]
+
+
+class SynthesisNode(LifecycleNode):
+    """Lifecycle node serving the Synthesize action."""
+
+    def __init__(self) -> None:
+        super().__init__(C.NODE_SYNTHESIS)
+        self.options: SynthesisNodeOptions | None = None
+        self._declared = False
+        self._server: ActionServer | None = None
+        self._active = False
+        self._busy = threading.Lock()
+        self._stop = threading.Event()
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def read_options(self) -> SynthesisNodeOptions:
+        """Declare (first time) and read the node parameters."""
+        if not self._declared:
+            self._declared = True
+            return declare_config(self, SynthesisNodeOptions)
+        values = {f.name: self.get_parameter(f.name).value
+                  for f in dataclasses.fields(SynthesisNodeOptions)}
+        return from_dict(SynthesisNodeOptions, values, source=f"node {self.get_name()}")
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self.options = self.read_options()
+        except ClawgymError as err:
+            self.get_logger().error(f"configure failed: {err}")
+            return TransitionCallbackReturn.FAILURE
+        self._server = ActionServer(
+            self, Synthesize, C.ACTION_SYNTHESIZE, execute_callback=self._execute,
+            goal_callback=self._on_goal, cancel_callback=lambda _req: CancelResponse.ACCEPT)
+        self.get_logger().info(f"configured; run_dir default {self.options.run_dir}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = True
+        self._stop.clear()
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        self._stop.set()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop.set()
+        if self._server is not None:
+            self._server.destroy()
+            self._server = None
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop.set()
+        return self.on_cleanup(state)
+
+    # --- the action ------------------------------------------------------------------------
+    def _on_goal(self, goal: Synthesize.Goal) -> GoalResponse:
+        if not self._active:
+            self.get_logger().warn("rejecting Synthesize goal: node is not active")
+            return GoalResponse.REJECT
+        if self._busy.locked():
+            self.get_logger().warn("rejecting Synthesize goal: another goal is running")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    async def _execute(self, goal_handle) -> Synthesize.Result:
+        """Await the worker thread that synthesizes; the executor stays free meanwhile."""
+        done: Future = Future(executor=self.executor)
+        done.add_done_callback(lambda _f: None)  # completion wakes the executor
+
+        def work() -> None:
+            try:
+                outcome: Any = self._synthesize(goal_handle)
+            except BaseException as err:  # noqa: BLE001 (reported in the result)
+                outcome = err
+            done.set_result(outcome)
+
+        with self._busy:
+            threading.Thread(target=work, name="synthesis", daemon=True).start()
+            outcome = await done
+        if isinstance(outcome, BaseException):
+            message = str(outcome) if isinstance(outcome, ClawgymError) else \
+                f"internal error: {type(outcome).__name__}: {outcome}"
+            self.get_logger().error(f"Synthesize goal failed: {message}")
+            goal_handle.abort()
+            return Synthesize.Result(success=False, message=message)
+        artifact, summary = outcome
+        result = Synthesize.Result(
+            accepted=summary.accepted, rejected=summary.rejected,
+            rejections=rejection_msgs(summary.rejected_by_reason), wall_time=summary.wall_s)
+        if summary.cancelled or artifact is None:
+            goal_handle.canceled()
+            result.success = False
+            result.message = f"cancelled after {summary.done} of {summary.planned} episodes"
+            return result
+        goal_handle.succeed()
+        result.success, result.dataset_id = True, artifact.id
+        result.message = f"{summary.accepted}/{summary.done} accepted"
+        return result
+
+    def _synthesize(self, goal_handle):
+        """Worker thread: run the synthesis core for one goal."""
+        from clawgym_ros.tasks.synth import synthesize
+
+        assert self.options is not None
+        request = goal_request(goal_handle.request, self.options)
+
+        def feedback(progress: Any) -> None:
+            goal_handle.publish_feedback(Synthesize.Feedback(
+                done=progress.done, total=progress.total, accepted=progress.accepted,
+                rejected=progress.rejected,
+                rejections=rejection_msgs(progress.rejected_by_reason)))
+
+        def cancelled() -> bool:
+            return self._stop.is_set() or goal_handle.is_cancel_requested
+
+        self.get_logger().info(f"synthesizing {request.episodes} episodes, seed "
+                               f"{request.seed}, into {request.out}")
+        return synthesize(request, progress=feedback, cancel=cancelled)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console script ``synthesis_node``."""
+    rclpy.init(args=args)
+    node = SynthesisNode()
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        options = node.read_options()
+        if options.autostart:
+            node.trigger_configure()
+            node.trigger_activate()
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except ClawgymError as err:
+        print(f"{C.NODE_SYNTHESIS}: error: {err}", file=sys.stderr)
+        return 2
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

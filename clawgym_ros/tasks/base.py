@@ -1,0 +1,242 @@
+"""The task framework: :class:`Task` (stages, skills, grammar, templates, env id, sign-off,
+expert) and :class:`StageTracker` (stage validators over true state, shared by the expert and
+the evaluator).
+
+A task is a subclass of :class:`Task` whose docstring has the headings Task Description,
+Randomizations, Success Conditions and Stages; it is registered by name in
+:mod:`clawgym_ros.tasks.registry`. Everything here is pure (no rclpy, no MuJoCo import).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import functools
+import importlib
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from clawgym_ros import constants as C
+from clawgym_ros.errors import ConfigError
+from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeSpec
+from clawgym_ros.synthesis.signoff import (
+    DualSignoff,
+    FeasibilityCheck,
+    JointLimit,
+    PhysicalLimits,
+    SemanticValidator,
+    limits_from_urdf,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Template:
+    """A parameterized variant of a task.
+
+    Attributes:
+        name: template name (what suites and mixtures use, e.g. ``cube``).
+        split: ``train`` or ``held_out`` (``constants.SPLITS``).
+        params: task-specific parameters (shape, size, layout, ...); JSON-able.
+        description: one line for docs and reports.
+    """
+
+    name: str
+    split: str = C.SPLIT_TRAIN
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ConfigError("template.name", self.name, "a non-empty name")
+        if self.split not in C.SPLITS:
+            raise ConfigError(f"template {self.name}.split", self.split, " or ".join(C.SPLITS))
+
+
+class StageTracker(abc.ABC):
+    """Ordered stage validators over the true state of an episode.
+
+    The same tracker serves the expert while it generates (live) and the evaluator on policy
+    rollouts: both feed it the unperturbed state after every control step. Stages are reached
+    strictly in the order of :attr:`stages`; each validator is checked only once all earlier
+    stages have been reached.
+
+    Args:
+        stages: the expected stage order (repeated names allowed, e.g. two placements).
+    """
+
+    def __init__(self, stages: Sequence[str]) -> None:
+        self.stages = tuple(stages)
+        self.reached: list[tuple[str, float]] = []
+
+    def reset(self) -> None:
+        """Forget the stages reached (called by the env on reset)."""
+        self.reached = []
+
+    @property
+    def next_index(self) -> int:
+        """Index in :attr:`stages` of the next stage to reach (``len(stages)`` when done)."""
+        return len(self.reached)
+
+    @property
+    def reached_names(self) -> list[str]:
+        """Names of the stages reached, in order."""
+        return [name for name, _ in self.reached]
+
+    def update(self, time: float, state: Mapping[str, np.ndarray]) -> list[str]:
+        """Check the next stages on ``state`` (several may pass in one step).
+
+        Args:
+            time: simulation time of the state (s).
+            state: the true observation dict (``tool_pose``, ``gripper_width``, ...).
+
+        Returns:
+            The stages newly reached at this step, in order.
+        """
+        new: list[str] = []
+        self.observe(time, state)
+        while self.next_index < len(self.stages) and self.check(self.next_index, state):
+            name = self.stages[self.next_index]
+            self.reached.append((name, float(time)))
+            new.append(name)
+        return new
+
+    def observe(self, time: float, state: Mapping[str, np.ndarray]) -> None:  # noqa: B027
+        """Hook called on every state before the stage checks (e.g. to remember maxima)."""
+
+    @abc.abstractmethod
+    def check(self, index: int, state: Mapping[str, np.ndarray]) -> bool:
+        """Whether stage ``index`` holds on ``state`` (all earlier stages are reached)."""
+
+    @abc.abstractmethod
+    def success(self, state: Mapping[str, np.ndarray]) -> tuple[bool, str]:
+        """The task's success condition on the final state: (success, reason if not)."""
+
+    @abc.abstractmethod
+    def achieved(self, state: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        """Measured values with the same keys as the goal (``record.achieved``)."""
+
+
+class Task:
+    """Base class of tasks. Subclasses set the class attributes below and document
+    themselves with the headings Task Description, Randomizations, Success Conditions, Stages.
+
+    Attributes:
+        name: task id (``constants.TASKS``).
+        env_id: Gymnasium id of the task env.
+        scene: the simulator scene the task is built on.
+        stages: ordered stage names.
+        skills: the skill vocabulary.
+        grammar: the legal skill sequences (``synthesis.grammar`` syntax).
+        templates: training and held-out templates.
+        expert: ``"module:function"`` of the expert, ``generate(spec) -> EpisodeRecord``.
+        goal_tolerance: tolerance of the default goal check for numbers.
+        max_contact_force: feasibility threshold on the largest contact force (N).
+    """
+
+    name: ClassVar[str] = ""
+    env_id: ClassVar[str] = ""
+    scene: ClassVar[str] = C.SCENE_TABLETOP
+    stages: ClassVar[tuple[str, ...]] = ()
+    skills: ClassVar[tuple[str, ...]] = ()
+    grammar: ClassVar[str] = ""
+    templates: ClassVar[tuple[Template, ...]] = ()
+    expert: ClassVar[str] = ""
+    goal_tolerance: ClassVar[float] = 0.01
+    max_contact_force: ClassVar[float] = 200.0
+
+    # ------------------------------------------------------------------ templates
+    @property
+    def training_templates(self) -> tuple[str, ...]:
+        """Names of the training templates, in declaration order."""
+        return tuple(t.name for t in self.templates if t.split == C.SPLIT_TRAIN)
+
+    @property
+    def held_out_templates(self) -> tuple[str, ...]:
+        """Names of the held-out templates, in declaration order."""
+        return tuple(t.name for t in self.templates if t.split == C.SPLIT_HELD_OUT)
+
+    def template(self, name: str) -> Template:
+        """The template called ``name``.
+
+        Raises:
+            ConfigError: unknown template (the message lists the known ones).
+        """
+        for t in self.templates:
+            if t.name == name:
+                return t
+        raise ConfigError(f"{self.name}.template", name,
+                          "one of " + ", ".join(t.name for t in self.templates))
+
+    def choose_template(self, rng: np.random.Generator) -> Template:
+        """A training template drawn from ``rng`` (for an empty ``spec.template``)."""
+        names = self.training_templates
+        return self.template(names[int(rng.integers(len(names)))])
+
+    def resolve_template(self, name: str, rng: np.random.Generator) -> Template:
+        """``name``'s template, or a training template from ``rng`` when ``name`` is empty."""
+        return self.template(name) if name else self.choose_template(rng)
+
+    def template_stages(self, template: Template) -> tuple[str, ...]:
+        """Stages of ``template`` (composed templates repeat them)."""
+        return self.stages
+
+    def template_grammar(self, template: Template) -> str:
+        """Skill grammar of ``template``."""
+        return self.grammar
+
+    # ------------------------------------------------------------------ sign-off
+    def goal_check(self) -> Any:
+        """A module-level ``fn(record) -> None | reason`` or None for the default check."""
+        return None
+
+    def semantic_validators(self) -> dict[str, SemanticValidator]:
+        """Validators by ``task`` (default) and ``task/template`` (where they differ)."""
+        base = SemanticValidator(self.stages, self.grammar, goal_check=self.goal_check(),
+                                 goal_tolerance=self.goal_tolerance)
+        out = {self.name: base}
+        for t in self.templates:
+            stages, grammar = self.template_stages(t), self.template_grammar(t)
+            if stages != self.stages or grammar != self.grammar:
+                out[f"{self.name}/{t.name}"] = SemanticValidator(
+                    stages, grammar, goal_check=self.goal_check(),
+                    goal_tolerance=self.goal_tolerance)
+        return out
+
+    def joint_limits(self) -> dict[str, JointLimit]:
+        """Limits of the scene robot's joints, from its URDF."""
+        return robot_limits(self.scene)
+
+    def limits(self) -> PhysicalLimits:
+        """The feasibility check's limits table."""
+        return PhysicalLimits(joints=self.joint_limits(),
+                              max_contact_force=self.max_contact_force)
+
+    def signoff(self) -> DualSignoff:
+        """The dual sign-off of this task (picklable)."""
+        return DualSignoff(semantic=self.semantic_validators(),
+                           physical=FeasibilityCheck(self.limits()))
+
+    # ------------------------------------------------------------------ expert
+    def generate(self, spec: EpisodeSpec) -> EpisodeRecord:
+        """Run the expert on ``spec``."""
+        module, func = self.expert.split(":")
+        return getattr(importlib.import_module(module), func)(spec)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able summary (docs, CLI)."""
+        return {"name": self.name, "env_id": self.env_id, "scene": self.scene,
+                "stages": list(self.stages), "skills": list(self.skills),
+                "grammar": self.grammar,
+                "templates": {C.SPLIT_TRAIN: list(self.training_templates),
+                              C.SPLIT_HELD_OUT: list(self.held_out_templates)}}
+
+
+@functools.lru_cache(maxsize=4)
+def robot_limits(scene: str) -> dict[str, JointLimit]:
+    """URDF joint limits of a scene's robot (position, velocity, effort)."""
+    from clawgym_ros.sim import scene as S
+
+    spec = S.load_scene(scene)
+    return limits_from_urdf(S.expand_xacro(spec.urdf_path))

@@ -1,0 +1,361 @@
+"""peg_insert: precision assembly, a peg into a hole with <= 1 mm clearance
+(``clawgym/PegInsert-v0``); task class, tracker, env and expert (:func:`generate`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from clawgym_ros import constants as C
+from clawgym_ros.sim import scene as S
+from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeSpec
+from clawgym_ros.tasks.base import StageTracker, Task, Template
+from clawgym_ros.tasks.expert import ArmExpert, ExpertError, as_pose, run_expert, top_down_quat
+from clawgym_ros.tasks.world import TaskEnv
+
+STAGES = ("reach", "grasp", "lift", "align", "insert", "release")
+SKILLS = ("move_to", "approach", "grasp", "lift", "align", "insert", "release", "retreat")
+GRAMMAR = "move_to approach grasp lift move_to align insert release retreat"
+TABLE_Z = 0.40
+OBJECTS = ("peg", "hole_block")
+PEG_LENGTH = 0.08
+PEG_WIDTH = 0.02            # diameter / across flats (m)
+CLEARANCE = 0.0005          # gap per side along the tightest axis (total 1 mm)
+HOLE_DEPTH = 0.035
+BLOCK_SIZE = 0.07           # outer side of the hole block (m)
+BLOCK_MASS = 3.0
+#: Finger friction of a new tool; wear scales it down with the episode index (see tool_wear).
+FINGER_FRICTION = 1.5
+WEAR_FLOOR, WEAR_EPISODES = 0.5, 5000.0
+PEG_REGION = ((0.40, 0.52), (-0.18, -0.04))
+HOLE_REGION = ((0.45, 0.58), (0.06, 0.18))
+
+
+def tool_wear(episode_index: int) -> float:
+    """Finger friction factor after ``episode_index`` episodes of use:
+    ``WEAR_FLOOR + (1 - WEAR_FLOOR) * exp(-episode_index / WEAR_EPISODES)`` (1.0 new, 0.5
+    worn out; 0.82 after 2,000 episodes)."""
+    return WEAR_FLOOR + (1.0 - WEAR_FLOOR) * math.exp(-max(0, episode_index) / WEAR_EPISODES)
+
+
+def _hole_size(shape: str) -> tuple[float, float]:
+    """(x, y) inner size of the hole for a peg shape (clearance on the tightest axis)."""
+    if shape == "hex":
+        corners = PEG_WIDTH / math.cos(math.pi / 6)
+        return corners + 2 * CLEARANCE, PEG_WIDTH + 2 * CLEARANCE
+    return PEG_WIDTH + 2 * CLEARANCE, PEG_WIDTH + 2 * CLEARANCE
+
+
+class PegInsert(Task):
+    """Insert a peg into a hole with at most 1 mm clearance.
+
+    Task Description:
+        The arm grasps an upright peg (8 cm long, 2 cm wide) from the table and inserts it
+        into the hole of a heavy block (hole 3.5 cm deep; the hole is 1 mm wider than the peg
+        along its tightest axis, i.e. 0.5 mm per side). The final pose deviation of the peg
+        axis from the hole axis is reported in micrometres. Tool wear: the finger friction of
+        episode k is ``1.5 * tool_wear(k)`` (exponential decay to half over ~5,000 episodes).
+
+    Randomizations:
+        Template (training: ``round_peg`` cylinder, ``square_peg`` box; held out: ``hex_peg``
+        hexagonal prism with a rectangular hole). Peg position uniform in x 0.40..0.52,
+        y -0.18..-0.04, yaw uniform; block position uniform in x 0.45..0.58, y 0.06..0.18, yaw
+        uniform; finger friction from the episode index (tool wear).
+
+    Success Conditions:
+        The peg is released, upright within 5 degrees, inserted at least 90 % of the hole depth,
+        with its axis within the hole's clearance (+0.5 mm) of the hole axis.
+
+    Stages:
+        reach, grasp, lift, align (peg over the hole, within 2 mm, bottom less than 2 cm above
+        the block), insert (depth >= 90 %), release.
+    """
+
+    name = C.TASK_PEG_INSERT
+    env_id = C.ENV_PEG_INSERT
+    stages = STAGES
+    skills = SKILLS
+    grammar = GRAMMAR
+    templates = (
+        Template("round_peg", C.SPLIT_TRAIN, {"shape": "round"}, "cylindrical peg"),
+        Template("square_peg", C.SPLIT_TRAIN, {"shape": "square"}, "square peg"),
+        Template("hex_peg", C.SPLIT_HELD_OUT, {"shape": "hex"}, "unseen hexagonal peg"),
+    )
+    expert = "clawgym_ros.tasks.peg_insert:generate"
+    goal_tolerance = 0.0
+    max_contact_force = 150.0
+
+
+@dataclasses.dataclass(frozen=True)
+class PegGoal:
+    """Hole geometry: block top height, inner half sizes, symmetry of the peg."""
+
+    shape: str
+    block_top: float
+    half_hole: tuple[float, float]
+    rest_z: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"inserted": True, "shape": self.shape}
+
+
+def _yaw(q: np.ndarray) -> float:
+    w, x, y, z = q
+    return math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+def _tilt(q: np.ndarray) -> float:
+    w, x, y, z = q
+    return math.acos(max(-1.0, min(1.0, 1.0 - 2.0 * (x * x + y * y))))
+
+
+class PegTracker(StageTracker):
+    """Stage validators of peg_insert (see :class:`PegInsert`), over the true state."""
+
+    def __init__(self, goal: PegGoal) -> None:
+        super().__init__(STAGES)
+        self.goal = goal
+
+    def deviation(self, state: Mapping[str, np.ndarray]) -> tuple[float, float]:
+        """(lateral deviation of the peg axis from the hole axis in m, insertion depth in m)."""
+        peg, block = state[C.OBS_OBJECT_POSES][0], state[C.OBS_OBJECT_POSES][1]
+        lateral = float(np.linalg.norm(peg[:2] - block[:2]))
+        bottom = peg[2] - PEG_LENGTH / 2
+        return lateral, float(self.goal.block_top - bottom)
+
+    def _held(self, state: Mapping[str, np.ndarray]) -> bool:
+        width = float(state[C.OBS_GRIPPER][0])
+        tool, peg = state[C.OBS_TOOL_POSE][:3], state[C.OBS_OBJECT_POSES][0]
+        return 0.004 < width < PEG_WIDTH / math.cos(math.pi / 6) + 0.008 and \
+            float(np.linalg.norm(tool - peg[:3])) < PEG_LENGTH / 2 + 0.02
+
+    def _inserted(self, state: Mapping[str, np.ndarray]) -> bool:
+        lateral, depth = self.deviation(state)
+        return depth >= 0.9 * HOLE_DEPTH and lateral <= CLEARANCE + 0.0005 + \
+            (max(self.goal.half_hole) - min(self.goal.half_hole))
+
+    def check(self, index: int, state: Mapping[str, np.ndarray]) -> bool:
+        stage = STAGES[index]
+        peg = state[C.OBS_OBJECT_POSES][0]
+        tool = state[C.OBS_TOOL_POSE][:3]
+        width = float(state[C.OBS_GRIPPER][0])
+        if stage == "reach":
+            return (float(np.linalg.norm(tool[:2] - peg[:2])) <= 0.02 and width >= 0.035
+                    and tool[2] <= peg[2] + PEG_LENGTH / 2 + 0.01)
+        if stage == "grasp":
+            return self._held(state)
+        if stage == "lift":
+            return self._held(state) and peg[2] >= self.goal.rest_z + 0.03
+        if stage == "align":
+            lateral, depth = self.deviation(state)
+            return self._held(state) and lateral <= 0.002 and -0.02 <= depth
+        if stage == "insert":
+            return self._inserted(state)
+        return width >= 0.035 and self._inserted(state)
+
+    def success(self, state: Mapping[str, np.ndarray]) -> tuple[bool, str]:
+        if len(self.reached) < len(self.stages):
+            return False, f"stage {self.stages[len(self.reached)]!r} not reached"
+        if not self._inserted(state):
+            lateral, depth = self.deviation(state)
+            return False, f"peg not inserted (depth {depth * 1000:.1f} mm, lateral " \
+                f"{lateral * 1e6:.0f} um)"
+        if _tilt(state[C.OBS_OBJECT_POSES][0, 3:]) > math.radians(5):
+            return False, "peg tilted"
+        return True, ""
+
+    def achieved(self, state: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        lateral, depth = self.deviation(state)
+        peg, block = state[C.OBS_OBJECT_POSES][0], state[C.OBS_OBJECT_POSES][1]
+        return {"inserted": self._inserted(state), "shape": self.goal.shape,
+                "deviation_um": round(lateral * 1e6, 1), "depth_mm": round(depth * 1e3, 3),
+                "tilt_deg": round(math.degrees(_tilt(peg[3:])), 3),
+                "block_xy": [round(float(v), 5) for v in block[:2]]}
+
+
+class PegInsertEnv(TaskEnv):
+    """``clawgym/PegInsert-v0``: a peg and a hole block on the tabletop (no bins)."""
+
+    task_cls = PegInsert
+
+    def build_scene(self, template: Template) -> S.SceneSpec:
+        base = S.load_scene(C.SCENE_TABLETOP)
+        shape = template.params["shape"]
+        if shape == "round":
+            peg = S.Shape(name=OBJECTS[0], shape="cylinder", size=(PEG_WIDTH / 2, PEG_LENGTH),
+                          pos=(0.45, -0.1, TABLE_Z + PEG_LENGTH / 2), mass=0.05)
+        else:
+            peg = S.Shape(name=OBJECTS[0], shape="box", size=(PEG_WIDTH, PEG_WIDTH, PEG_LENGTH),
+                          pos=(0.45, -0.1, TABLE_Z + PEG_LENGTH / 2), mass=0.05)
+        block = S.Shape(name=OBJECTS[1], shape="box", size=(BLOCK_SIZE, BLOCK_SIZE, HOLE_DEPTH),
+                        pos=(0.5, 0.1, TABLE_Z + HOLE_DEPTH / 2), mass=BLOCK_MASS,
+                        rgba=(0.5, 0.5, 0.55, 1.0))
+        return dataclasses.replace(base, bins=(), objects=(peg, block))
+
+    def edit_spec(self, spec: Any, template: Template) -> None:
+        import mujoco
+
+        shape = template.params["shape"]
+        peg = spec.body(OBJECTS[0])
+        if shape == "hex":
+            g = peg.geoms[0]
+            g.size = [PEG_WIDTH / 2, PEG_WIDTH / (2 * math.sqrt(3)), PEG_LENGTH / 2]
+            for k in (1, 2):
+                peg.add_geom(name=f"{OBJECTS[0]}_part{k}", type=mujoco.mjtGeom.mjGEOM_BOX,
+                             size=list(g.size), rgba=list(g.rgba), friction=list(g.friction),
+                             condim=4, mass=0.0,
+                             quat=list(S.rpy_to_quat((0.0, 0.0, k * math.pi / 3))))
+            # long axis of the hexagon along x: rotate the first box so corners lie on x
+            g.size = [PEG_WIDTH / (2 * math.sqrt(3)), PEG_WIDTH / 2, PEG_LENGTH / 2]
+        for g in peg.geoms:
+            g.solref = [0.004, 1.0]
+        block = spec.body(OBJECTS[1])
+        old = block.geoms[0]
+        rgba, friction = list(old.rgba), list(old.friction)
+        spec.delete(old)
+        hx, hy = (v / 2 for v in _hole_size(shape))
+        half, depth = BLOCK_SIZE / 2, HOLE_DEPTH / 2
+        walls = [((hx + half) / 2, 0.0, (half - hx) / 2, half),
+                 (-(hx + half) / 2, 0.0, (half - hx) / 2, half),
+                 (0.0, (hy + half) / 2, hx, (half - hy) / 2),
+                 (0.0, -(hy + half) / 2, hx, (half - hy) / 2)]
+        for k, (x, y, sx, sy) in enumerate(walls):
+            block.add_geom(name=OBJECTS[1] if k == 0 else f"{OBJECTS[1]}_wall{k}",
+                           type=mujoco.mjtGeom.mjGEOM_BOX, size=[sx, sy, depth], pos=[x, y, 0.0],
+                           rgba=rgba, friction=friction, condim=4, solref=[0.004, 1.0],
+                           mass=BLOCK_MASS / 4)
+
+    def sample_goal(self, rng: np.random.Generator, template: Template) -> PegGoal:
+        b = self.backend
+        q = b.data.qpos[b.index.object_qpos].reshape(-1, 7).copy()
+        for i, region in enumerate((PEG_REGION, HOLE_REGION)):
+            q[i, 0], q[i, 1] = rng.uniform(*region[0]), rng.uniform(*region[1])
+            q[i, 3:] = S.rpy_to_quat((0.0, 0.0, float(rng.uniform(-math.pi, math.pi))))
+        b.data.qpos[b.index.object_qpos] = q.ravel()
+        hx, hy = _hole_size(template.params["shape"])
+        return PegGoal(template.params["shape"], TABLE_Z + HOLE_DEPTH, (hx / 2, hy / 2),
+                       float(q[0, 2]))
+
+    def after_reset(self, rng: np.random.Generator) -> None:
+        m = self.backend.model
+        index = int(self.reset_options.get("episode_index", 0))
+        friction = FINGER_FRICTION * tool_wear(index)
+        for name in ("gripper_left_finger_geom0", "gripper_right_finger_geom0"):
+            m.geom(name).friction[0] = friction
+
+    def make_tracker(self, goal: PegGoal) -> PegTracker:
+        return PegTracker(goal)
+
+
+def _symmetry(shape: str) -> float:
+    return {"round": 0.0, "square": math.pi / 2, "hex": math.pi}[shape]
+
+
+def _closest(angle: float, period: float) -> float:
+    if period <= 0.0:
+        return 0.0
+    return (angle + period / 2) % period - period / 2
+
+
+class PegExpert(ArmExpert):
+    """Grasp the peg near its top, move above the hole, align (Cartesian), insert with a slow
+    final segment (1 cm/s), release, retreat. The in-hand pose of the peg is measured after
+    the grasp and compensated in the insertion target."""
+
+    def extra_params(self) -> dict[str, float]:
+        return {"tool_wear.friction_factor": tool_wear(self.spec.index)}
+
+    def run(self) -> None:
+        goal: PegGoal = self.base.goal
+        shape = goal.shape
+        peg = self.state()[C.OBS_OBJECT_POSES][0]
+        peg_yaw = _yaw(peg[3:])
+        # fingers close across the peg's faces (square) / flats (hex: its y axis)
+        yaw = _closest(peg_yaw + (math.pi / 2 if shape != "round" else 0.0), math.pi)
+        if shape == "round":
+            yaw = 0.0
+        quat = top_down_quat(yaw)
+        grasp = np.array([peg[0], peg[1], peg[2] + PEG_LENGTH / 2 - 0.018])
+        self.sync_planner()
+        with self.skill("move_to", {"target": "pregrasp"}) as s:
+            s["planner"] = self.move_joints(self.ik(as_pose(grasp + [0, 0, 0.08], quat)),
+                                            gripper=0.05)
+        self.sync_planner()
+        with self.skill("approach", {}):
+            self.move_cartesian(as_pose(grasp, quat))
+        with self.skill("grasp", {}) as s:
+            s["width"] = round(self.gripper(0.0, settle=0.15), 4)
+        with self.skill("lift", {}):
+            self.move_cartesian(as_pose(grasp + [0, 0, 0.10], quat), check=False)
+        state = self.state()
+        peg, block = state[C.OBS_OBJECT_POSES][0], state[C.OBS_OBJECT_POSES][1]
+        tool = state[C.OBS_TOOL_POSE]
+        r_tool = _rot(tool[3:])
+        offset = r_tool.T @ (peg[:3] - tool[:3])
+        delta = _closest(_yaw(block[3:]) - _yaw(peg[3:]), _symmetry(shape))
+        yaw_t = _closest(yaw + delta, math.pi) if shape != "round" else yaw
+        if shape != "round" and abs(yaw_t - (yaw + delta)) > 1e-6:
+            yaw_t = yaw + delta                      # keep the exact relative rotation
+        quat_t = top_down_quat(yaw_t)
+        r_t = _rot(quat_t)
+
+        def tool_for(bottom_above_top: float) -> np.ndarray:
+            peg_pos = np.array([block[0], block[1],
+                                goal.block_top + bottom_above_top + PEG_LENGTH / 2])
+            return peg_pos - r_t @ offset
+
+        with self.skill("move_to", {"target": "above_hole"}) as s:
+            self.planner.detach_object()
+            self.sync_planner()
+            self.planner.attach_object(OBJECTS[0])
+            s["planner"] = self.move_joints(self.ik(as_pose(tool_for(0.04), quat_t),
+                                                    check=False))
+        with self.skill("align", {}) as s:
+            self.move_cartesian(as_pose(tool_for(0.004), quat_t), check=False,
+                                tool_speed=0.05)
+            self.hold(0.2)
+            # Closed-loop correction: shift the tool by the measured peg-to-hole error
+            # (tracking and IK errors are a few mm; the clearance is 0.5 mm per side).
+            for _ in range(3):
+                st = self.state()
+                err = st[C.OBS_OBJECT_POSES][1][:2] - st[C.OBS_OBJECT_POSES][0][:2]
+                if float(np.linalg.norm(err)) < 1e-4:
+                    break
+                shift = np.array([err[0], err[1], 0.0])
+                target = self.planner.checker.tool_pose(self.q_cmd)[0] + shift
+                self.move_cartesian(as_pose(target, quat_t), check=False, tool_speed=0.02)
+                self.hold(0.2)
+            st = self.state()
+            s["error_um"] = round(float(np.linalg.norm(
+                st[C.OBS_OBJECT_POSES][1][:2] - st[C.OBS_OBJECT_POSES][0][:2])) * 1e6, 1)
+        with self.skill("insert", {"speed_m_s": 0.01}):
+            start = self.planner.checker.tool_pose(self.q_cmd)[0]
+            self.move_cartesian(as_pose(start - [0, 0, HOLE_DEPTH + 0.001], quat_t),
+                                check=False, tool_speed=0.01)
+            self.hold(0.2)
+            _, depth = self.base.tracker.deviation(self.state())  # type: ignore[union-attr]
+            if depth < 0.9 * HOLE_DEPTH:
+                raise ExpertError(f"peg jammed at depth {depth * 1000:.1f} mm")
+        with self.skill("release", {}):
+            self.gripper(0.05, settle=0.1)
+        self.planner.detach_object()
+        with self.skill("retreat", {}):
+            self.move_cartesian(as_pose(tool_for(0.0) + [0, 0, 0.06], quat_t), check=False)
+
+
+def _rot(quat: np.ndarray) -> np.ndarray:
+    w, x, y, z = quat
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+
+def generate(spec: EpisodeSpec) -> EpisodeRecord:
+    """The peg_insert expert: one episode for ``spec`` (deterministic in the spec)."""
+    return run_expert(PegExpert(spec, PegInsert(), PegInsertEnv), PegExpert.run)

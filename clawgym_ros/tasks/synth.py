@@ -1,0 +1,83 @@
+"""Dataset synthesis with the task experts: what ``clawgym synth`` and synthesis_node run.
+
+Plans the episodes (mixture, count, run seed), generates them with the experts in worker
+processes, signs every episode off with the tasks' dual sign-off and commits the accepted ones
+as a dataset artifact (MCAP episodes + metadata). Pure: no rclpy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from clawgym_ros.artifacts import Artifact, ArtifactStore
+from clawgym_ros.config import check_int
+from clawgym_ros.synthesis.mixture import MixtureSpec, load_mixture, plan_episodes
+from clawgym_ros.synthesis.pool import GenerationSummary, ProgressCallback
+from clawgym_ros.tasks.registry import generate_any, get_task, signoff_for
+
+
+@dataclasses.dataclass(frozen=True)
+class SynthRequest:
+    """One synthesis run (CLI arguments / a Synthesize goal)."""
+
+    out: str
+    episodes: int
+    seed: int
+    task: str = ""
+    mixture: MixtureSpec | None = None
+    workers: int = 0                         # 0 = one per core
+    images: bool = False
+
+    def __post_init__(self) -> None:
+        check_int("episodes", self.episodes, 1, 10_000_000)
+        check_int("seed", self.seed, 0, 2**63 - 1)
+        check_int("workers", self.workers, 0, 1024)
+        if self.mixture is None:
+            if not self.task:
+                from clawgym_ros.errors import ConfigError
+
+                raise ConfigError("task", self.task, "a task name or a mixture")
+            object.__setattr__(self, "mixture", MixtureSpec.single(self.task))
+
+    @classmethod
+    def from_args(cls, out: str, episodes: int, seed: int, task: str = "",
+                  mixture_path: str | Path | None = None, workers: int = 0,
+                  images: bool = False) -> SynthRequest:
+        """Build from CLI-like arguments (a mixture file overrides ``task``)."""
+        mixture = load_mixture(mixture_path) if mixture_path else None
+        return cls(out=out, episodes=episodes, seed=seed, task=task, mixture=mixture,
+                   workers=workers, images=images)
+
+
+def synthesize(request: SynthRequest, progress: ProgressCallback | None = None,
+               cancel: threading.Event | Callable[[], bool] | None = None,
+               start_method: str | None = None
+               ) -> tuple[Artifact | None, GenerationSummary]:
+    """Run a synthesis and commit the dataset.
+
+    Raises:
+        ConfigError: unknown task or template, bad mixture.
+    """
+    from clawgym_ros.dataset.writer import synthesize_dataset
+
+    mixture = request.mixture
+    assert mixture is not None
+    for cell in mixture.cells:
+        task = get_task(cell.task)
+        if cell.template:
+            task.template(cell.template)
+    options: dict[str, Any] = {"images": True} if request.images else {}
+    specs = plan_episodes(mixture, request.episodes, request.seed, options=options)
+    signoff = signoff_for(mixture.tasks)
+    generation: Mapping[str, Any] = {"seed": request.seed, "episodes": request.episodes,
+                                     "mixture": mixture.to_dict(), "options": options,
+                                     "generator": "clawgym_ros.tasks.registry:generate_any"}
+    return synthesize_dataset(
+        ArtifactStore(request.out), specs, generate_any, signoff,
+        workers=request.workers or None, generation=generation,
+        config={"workers": request.workers, **generation}, seeds={"run": request.seed},
+        progress=progress, cancel=cancel, start_method=start_method)

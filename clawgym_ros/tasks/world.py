@@ -1,0 +1,214 @@
+"""Task envs: :class:`TaskEnv` subclasses :class:`~clawgym_ros.sim.envs.ClawEnv` with template
+variants of the scene, a goal drawn at reset and a :class:`~clawgym_ros.tasks.base.StageTracker`
+fed with the true state after every control step.
+
+Each template is simulated by its own backend (model built once per env and template, e.g. other
+objects, another bin layout, a hole block); every backend of a task has the same observation
+layout, so the Gymnasium spaces never change. Per step the env also measures what the
+feasibility check needs: the largest contact force (normal force of every active contact, N)
+and whether an unintended contact occurred (a robot geom touching anything other than a task
+object with its gripper, or the robot itself), both sampled at the end of each control step.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from clawgym_ros.sim import scene as S
+from clawgym_ros.sim.envs import ClawEnv
+from clawgym_ros.sim.mujoco_backend import MujocoBackend, MujocoConfig
+from clawgym_ros.tasks.base import StageTracker, Task, Template
+
+#: Robot bodies allowed to touch task objects (grasping).
+GRIPPER_BODIES = ("gripper_hand", "gripper_left_finger", "gripper_right_finger")
+
+
+class TemplateBackend(MujocoBackend):
+    """A MuJoCo backend whose scene is built by a task env for one template."""
+
+    def __init__(self, config: MujocoConfig, env: TaskEnv, template: Template) -> None:
+        self._env = env
+        self._template = template
+        super().__init__(config)
+
+    def _load(self, scene_name: str) -> tuple[S.SceneSpec, Any]:
+        scene = self._env.build_scene(self._template)
+        spec = S.build_spec(scene)
+        self._env.edit_spec(spec, self._template)
+        model = spec.compile()
+        model.opt.enableflags |= int(mujoco.mjtEnableBit.mjENBL_ENERGY)
+        return scene, model
+
+
+class TaskEnv(ClawEnv):
+    """Base of task envs (see the module docstring).
+
+    Args:
+        template: a template name; empty = a training template drawn at every reset.
+        **kwargs: :class:`ClawEnv` options (cameras, image size, render mode).
+
+    Subclasses set :attr:`task_cls` and implement :meth:`build_scene`, :meth:`sample_goal` and
+    :meth:`make_tracker`.
+    """
+
+    task_cls: type[Task] = Task
+
+    def __init__(self, template: str = "", **kwargs: Any) -> None:
+        self.task = self.task_cls()
+        self.fixed_template = self.task.template(template) if template else None
+        self._initial = self.fixed_template or self.task.template(self.task.training_templates[0])
+        self._backends: dict[str, MujocoBackend] = {}
+        self._config: MujocoConfig | None = None
+        self.template = self._initial
+        self.goal: Any = None
+        self.tracker: StageTracker | None = None
+        self.physics_time = 0.0
+        self.last_contact_force = 0.0
+        self.last_collision = False
+        self.reset_options: dict[str, Any] = {}
+        super().__init__(scene=self.task.scene, **kwargs)
+
+    # ------------------------------------------------------------------ task hooks
+    @abc.abstractmethod
+    def build_scene(self, template: Template) -> S.SceneSpec:
+        """The scene spec of ``template`` (objects, bins, ...)."""
+
+    def edit_spec(self, spec: Any, template: Template) -> None:
+        """Edit the uncompiled ``mujoco.MjSpec`` of ``template`` (default: nothing)."""
+
+    @abc.abstractmethod
+    def sample_goal(self, rng: np.random.Generator, template: Template) -> Any:
+        """The episode's goal, drawn from ``rng`` after the backend reset."""
+
+    @abc.abstractmethod
+    def make_tracker(self, goal: Any) -> StageTracker:
+        """A fresh stage tracker for ``goal``."""
+
+    def after_reset(self, rng: np.random.Generator) -> None:
+        """Hook after the goal is drawn (e.g. set tool wear on the model)."""
+
+    # ------------------------------------------------------------------ backends
+    def _make_backend(self, config: MujocoConfig) -> MujocoBackend:
+        self._config = config
+        return self._backend_for(self._initial)
+
+    def _backend_for(self, template: Template) -> MujocoBackend:
+        backend = self._backends.get(template.name)
+        if backend is None:
+            assert self._config is not None
+            backend = TemplateBackend(self._config, self, template)
+            self._backends[template.name] = backend
+            self._prepare_contacts(backend)
+        return backend
+
+    def _prepare_contacts(self, backend: MujocoBackend) -> None:
+        m, idx = backend.model, backend.index
+        robot = np.zeros(m.nbody, dtype=bool)
+        robot[idx.robot_bodies] = True
+        gripper = np.zeros(m.nbody, dtype=bool)
+        for name in GRIPPER_BODIES:
+            gripper[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, name)] = True
+        objects = np.zeros(m.nbody, dtype=bool)
+        objects[idx.object_bodies] = True
+        # unintended[b1, b2]: a robot body touching anything but (gripper <-> task object)
+        bad = robot[:, None] | robot[None, :]
+        bad &= ~((gripper[:, None] & objects[None, :]) | (objects[:, None] & gripper[None, :]))
+        backend._unintended = bad  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ Env API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Reset: pick the template (fixed or drawn), reset its backend, draw the goal."""
+        import gymnasium as gym
+
+        gym.Env.reset(self, seed=seed)
+        rng = self.np_random
+        template = self.fixed_template or self.task.choose_template(rng)
+        if options and options.get("template"):
+            template = self.task.template(options["template"])
+        self.template = template
+        self.reset_options = dict(options or {})
+        self.backend = self._backend_for(template)
+        self.backend.reset(seed if seed is not None else -1, rng=rng)
+        self.goal = self.sample_goal(rng, template)
+        self.after_reset(rng)
+        mujoco.mj_forward(self.backend.model, self.backend.data)
+        self.tracker = self.make_tracker(self.goal)
+        self.physics_time = 0.0
+        self.last_contact_force, self.last_collision = 0.0, False
+        self.tracker.update(self.backend.time, self.true_state())
+        obs = self.backend.observation()
+        return obs, self._task_info(reset=True)
+
+    def step(self, action: dict[str, Any]
+             ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """One control step; the tracker sees the true state afterwards."""
+        t0 = time.perf_counter()
+        self.backend.step(action)
+        self.physics_time += time.perf_counter() - t0
+        self.last_contact_force, self.last_collision = self._contacts()
+        obs = self.backend.observation()
+        assert self.tracker is not None
+        new = self.tracker.update(self.backend.time, obs)
+        success, _ = self.tracker.success(obs)
+        info = self._task_info()
+        info["new_stages"] = new
+        return obs, float(len(self.tracker.reached)), bool(success), False, info
+
+    def true_state(self) -> dict[str, np.ndarray]:
+        """The unperturbed state observation (what stage validators read)."""
+        return self.backend.observation(cameras=())
+
+    def _task_info(self, reset: bool = False) -> dict[str, Any]:
+        assert self.tracker is not None
+        info: dict[str, Any] = {"time": self.backend.time,
+                                "stages_reached": self.tracker.reached_names,
+                                "contact_force": self.last_contact_force,
+                                "collision": self.last_collision}
+        if reset:
+            info.update(template=self.template.name, split=self.template.split,
+                        goal=self.goal_dict(), stages=list(self.tracker.stages))
+        else:
+            info["success"] = self.tracker.success(self.true_state())[0]
+        return info
+
+    def goal_dict(self) -> dict[str, Any]:
+        """The goal as a JSON-able dict (``record.goal``)."""
+        to_dict = getattr(self.goal, "to_dict", None)
+        return to_dict() if to_dict is not None else dict(self.goal or {})
+
+    def _contacts(self) -> tuple[float, bool]:
+        """(largest contact normal force in N, any unintended contact) at this instant."""
+        d = self.backend.data
+        n = d.ncon
+        if n == 0:
+            return 0.0, False
+        con = d.contact
+        efc = con.efc_address[:n]
+        active = efc >= 0
+        force = float(np.max(np.abs(d.efc_force[efc[active]]))) if active.any() else 0.0
+        geoms = con.geom[:n]
+        bodies = self.backend.model.geom_bodyid[geoms]
+        touching = active & (con.dist[:n] <= 0.0)
+        bad = self.backend._unintended[bodies[:, 0], bodies[:, 1]] & touching  # type: ignore
+        return force, bool(bad.any())
+
+    def describe_contacts(self) -> list[str]:
+        """Names of the body pairs in contact now (debugging)."""
+        m, d = self.backend.model, self.backend.data
+        out = []
+        for i in range(d.ncon):
+            g1, g2 = d.contact.geom[i]
+            out.append(f"{m.geom(g1).name}-{m.geom(g2).name}")
+        return out
+
+
+def true_state_of(env: Any) -> Mapping[str, np.ndarray]:
+    """The true state of a (possibly wrapped) task env."""
+    return env.unwrapped.true_state()

@@ -1,0 +1,92 @@
+"""synthesis_node in its own process: lifecycle bring-up, a Synthesize goal with feedback
+(real experts), then a cancelled goal."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from test.conftest import ROOT, read_logs
+
+pytestmark = pytest.mark.ros
+
+
+def _spin_until(executor, predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.05)
+        if predicate():
+            return True
+    return False
+
+
+def test_synthesize_action_across_processes(procs, rclpy_context, tmp_path):
+    from action_msgs.msg import GoalStatus
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+    from rclpy.action import ActionClient
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+
+    from clawgym_interfaces.action import Synthesize
+    from clawgym_interfaces.msg import MixtureEntry
+    from clawgym_ros import constants as C
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.dataset.reader import open_dataset
+
+    run = tmp_path / "run"
+    procs.env["PYTHONPATH"] = str(ROOT)
+    procs.start_module("synthesis", "clawgym_ros.nodes.synthesis_node",
+                       ["--ros-args", "-p", "autostart:=false"])
+    node = Node("synth_client", context=rclpy_context)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(node)
+    try:
+        change = node.create_client(ChangeState, f"/{C.NODE_SYNTHESIS}/change_state")
+        assert change.wait_for_service(timeout_sec=30.0), read_logs(tmp_path)
+        for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
+            future = change.call_async(ChangeState.Request(
+                transition=Transition(id=transition)))
+            assert _spin_until(executor, future.done, 30.0), read_logs(tmp_path)
+            assert future.result().success, read_logs(tmp_path)
+        action = ActionClient(node, Synthesize, C.ACTION_SYNTHESIZE)
+        assert action.wait_for_server(timeout_sec=20.0)
+
+        def send(episodes: int, feedback: list):
+            goal = Synthesize.Goal(
+                mixture=[MixtureEntry(task="pick_place", task_template="cube",
+                                      perturbation_family="none", weight=1.0)],
+                episodes=episodes, seed=3, workers=1, run_dir=str(run))
+            sent = action.send_goal_async(goal, feedback_callback=feedback.append)
+            assert _spin_until(executor, sent.done, 10.0)
+            assert sent.result().accepted
+            return sent.result()
+
+        feedback: list = []
+        handle = send(3, feedback)
+        result_future = handle.get_result_async()
+        assert _spin_until(executor, result_future.done, 120.0), read_logs(tmp_path)
+        response = result_future.result()
+        assert response.status == GoalStatus.STATUS_SUCCEEDED, response.result.message
+        result = response.result
+        assert result.success and result.accepted + result.rejected == 3
+        assert [f.feedback.done for f in feedback] == [1, 2, 3]
+        assert feedback[-1].feedback.total == 3
+        ds = open_dataset(ArtifactStore(run), result.dataset_id)
+        assert len(ds) == result.accepted
+
+        feedback = []
+        handle = send(500, feedback)
+        assert _spin_until(executor, lambda: feedback, 60.0), read_logs(tmp_path)
+        cancel = handle.cancel_goal_async()
+        assert _spin_until(executor, cancel.done, 10.0)
+        result_future = handle.get_result_async()
+        assert _spin_until(executor, result_future.done, 30.0), read_logs(tmp_path)
+        response = result_future.result()
+        assert response.status == GoalStatus.STATUS_CANCELED
+        assert "cancelled after" in response.result.message
+        assert len(ArtifactStore(run).list(C.KIND_DATASET)) == 1
+    finally:
+        executor.shutdown()
+        node.destroy_node()
