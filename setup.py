@@ -18,6 +18,7 @@ NODES = (
     "trainer",
     "evaluator",
     "coordinator",
+    "safety",
 )
 
 

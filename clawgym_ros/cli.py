@@ -25,6 +25,9 @@ COMMANDS: tuple[str, ...] = (
     "prefs",
     "train",
     "synth",
+    "eval",
+    "loop",
+    "ablate",
 )
 
 EXIT_USER_ERROR = 2

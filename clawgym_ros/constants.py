@@ -147,6 +147,7 @@ OBS_GPS = "gps"
 OBS_ODOM = "odom"
 OBS_NAV_GOAL = "nav_goal"            # gps_nav: (latitude, longitude, waypoints left)
 OBS_HAND = "hand_state"              # pill_handover: hand pose (7) + closure in [0, 1]
+OBS_PLACE_GOAL = "place_goal"        # pick_place: target (x, y, z) of the placed object
 ACT_JOINT_TARGET = "joint_target"
 ACT_JOINT_VEL = "joint_velocity"
 ACT_GRIPPER = "gripper"

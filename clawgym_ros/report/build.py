@@ -77,7 +77,9 @@ def build_report(
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": REPORT_KIND,
         "suite": suite_info,
-        "config": to_dict(config),
+        # The worker count is an execution detail (like a timestamp): results are identical
+        # for any count, so the report is too.
+        "config": {k: v for k, v in to_dict(config).items() if k != "workers"},
         "n_episodes": len(results),
         "per_episode": [episode_record(r, config) for r in results],
         "aggregated": aggregated,

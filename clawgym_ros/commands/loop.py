@@ -1,0 +1,113 @@
+"""`clawgym loop`: the closed loop as a ROS graph (synthesis, trainer, evaluator, coordinator).
+
+Starts the nodes as separate processes in an isolated ROS domain, shows progress, prints the
+final report path. Running the same command again after a crash or Ctrl-C resumes from the
+last completed step (``<out>/loop/state.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("loop", help="run the closed loop (synthesize, train, evaluate, "
+                            "decide) as a ROS graph; resumable")
+    parser.add_argument("--config", required=True, metavar="FILE",
+                        help="loop config YAML, or a name in config/loop/ (pick_place, gps_nav, "
+                             "multi_task)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="run directory")
+    parser.add_argument("--iterations", type=int, default=None, metavar="N",
+                        help="maximum iterations (default: the config's)")
+    parser.add_argument("--seed", type=int, default=None, metavar="S",
+                        help="loop seed (default: the config's)")
+    parser.add_argument("--mode", choices=("closed", "open"), default=None,
+                        help="closed (steer from reports, default) or open (uniform, fixed)")
+    parser.add_argument("--server-timeout", type=float, default=120.0, metavar="S",
+                        help="seconds to wait for an action server (default: 120)")
+    parser.set_defaults(handler=run)
+
+
+class StatusView:
+    """Shows loop status updates: a rich progress bar on a terminal, plain lines otherwise."""
+
+    def __init__(self, label: str):
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.label = label
+        self.progress = None
+        self.task = None
+        self._last_line = ""
+
+    def __enter__(self) -> StatusView:
+        if self.console.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                                     BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                     console=self.console, transient=False)
+            self.progress.start()
+            self.task = self.progress.add_task(self.label, total=None)
+        return self
+
+    def __call__(self, status: dict[str, Any]) -> None:
+        iteration = status.get("iteration", 0)
+        total = status.get("max_iterations", 0)
+        text = f"{self.label} [{iteration}/{total}] {status.get('message', '')}"
+        progress = status.get("progress") or []
+        if self.progress is not None:
+            done, steps = (progress + [None, None])[:2]
+            self.progress.update(self.task, description=text[:100], completed=done or 0,
+                                 total=steps or None)
+        elif not progress and text != self._last_line:
+            self._last_line = text
+            self.console.print(text, highlight=False)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def run_loop_command(config: str, out: str, iterations: int | None = None,
+                     seed: int | None = None, mode: str | None = None,
+                     server_timeout: float = 120.0) -> dict[str, Any]:
+    """Validate the config, start the graph, run the loop; returns the final state."""
+    from clawgym_ros.coordinator.config import load_loop_config
+    from clawgym_ros.coordinator.graph import LoopGraph, find_loop_config
+
+    path = find_loop_config(config)
+    cfg = load_loop_config(path, iterations=iterations, seed=seed, mode=mode)  # fail early
+    out_dir = Path(out).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with LoopGraph(out_dir / "logs") as graph, StatusView(cfg.name) as view:
+        graph.start_workers(out_dir)
+        return graph.run_loop(path, out_dir, view, iterations=iterations, seed=seed, mode=mode,
+                              server_timeout_s=server_timeout)
+
+
+def run(args: argparse.Namespace) -> int:
+    from clawgym_ros import constants as C
+    from clawgym_ros.artifacts import ArtifactStore
+
+    state = run_loop_command(args.config, args.out, args.iterations, args.seed, args.mode,
+                             args.server_timeout)
+    print(f"loop done after {len(state['history'])} iteration(s): {state['stop_reason']}")
+    for entry in state["history"]:
+        scores = ", ".join(f"{d} {s['value']:.3f}" if s.get("value") is not None else f"{d} n/a"
+                           for d, s in entry["scores"].items())
+        print(f"  iteration {entry['iteration']}: {scores}  (report {entry['report_id'][:12]})")
+    if state.get("final_report_id"):
+        art = ArtifactStore(args.out).get(state["final_report_id"], C.KIND_REPORT)
+        print(f"final report {art.id}")
+        print(art.file(C.FILE_REPORT_HTML))
+    return 0

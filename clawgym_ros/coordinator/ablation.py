@@ -1,0 +1,93 @@
+"""Closed loop vs open loop at equal budget: paired differences per dimension (pure).
+
+For each seed both arms run the same loop config (same iterations, episodes and training steps
+per iteration, same evaluation suite and evaluation seed); they differ only in ``mode``.
+The difference of the final scores ``closed - open`` is paired by seed; its mean gets a
+Student t interval (df = K - 1) and a seeded percentile bootstrap interval over seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from clawgym_ros import constants as C
+
+
+def t_interval(values: Sequence[float], confidence: float = 0.95
+               ) -> tuple[float, float, float]:
+    """(mean, low, high) of a Student t interval; a single value gives an infinite interval."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    mean = float(x.mean())
+    if len(x) < 2:
+        return mean, -math.inf, math.inf
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(x) - 1) * x.std(ddof=1)
+                 / math.sqrt(len(x)))
+    return mean, mean - half, mean + half
+
+
+def bootstrap_interval(values: Sequence[float], seed: int = 0, samples: int = 10000,
+                       confidence: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean (resampling seeds with replacement)."""
+    x = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(samples, len(x)))].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+
+
+def paired_differences(closed: Mapping[int, Mapping[str, Any]],
+                       open_: Mapping[int, Mapping[str, Any]],
+                       confidence: float = 0.95) -> dict[str, Any]:
+    """Per dimension: per-seed values of both arms, paired differences and their intervals.
+
+    Args:
+        closed, open_: seed -> final report ``scores`` (``{dim: {"value", ...}}``).
+
+    Returns:
+        ``{dim: {"closed", "open", "diff", "mean_diff", "t_ci", "bootstrap_ci", "n"}}``; a
+        dimension without values in both arms for a seed leaves that seed out.
+    """
+    out: dict[str, Any] = {}
+    seeds = sorted(set(closed) & set(open_))
+    for dim in C.DIMENSIONS:
+        pairs = [(s, closed[s][dim]["value"], open_[s][dim]["value"]) for s in seeds
+                 if closed[s].get(dim, {}).get("value") is not None
+                 and open_[s].get(dim, {}).get("value") is not None]
+        entry: dict[str, Any] = {"seeds": [p[0] for p in pairs],
+                                 "closed": [p[1] for p in pairs],
+                                 "open": [p[2] for p in pairs],
+                                 "diff": [p[1] - p[2] for p in pairs], "n": len(pairs)}
+        if pairs:
+            mean, lo, hi = t_interval(entry["diff"], confidence)
+            entry["mean_diff"] = mean
+            entry["t_ci"] = [lo, hi]
+            entry["bootstrap_ci"] = list(bootstrap_interval(entry["diff"],
+                                                            confidence=confidence))
+        else:
+            entry.update(mean_diff=None, t_ci=[None, None], bootstrap_ci=[None, None])
+        out[dim] = entry
+    return out
+
+
+def format_table(result: Mapping[str, Any]) -> list[str]:
+    """Text lines: one row per dimension (closed mean, open mean, difference, intervals)."""
+    lines = [f"{'dimension':<15} {'closed':>7} {'open':>7} {'diff':>8}  {'95% t CI':<19} "
+             f"{'95% bootstrap CI':<19} n"]
+    for dim, e in result.items():
+        if not e["n"]:
+            lines.append(f"{dim:<15} {'n/a':>7} {'n/a':>7} {'n/a':>8}")
+            continue
+
+        def ci(pair):
+            return f"[{pair[0]:+.3f}, {pair[1]:+.3f}]"
+
+        lines.append(f"{dim:<15} {np.mean(e['closed']):7.3f} {np.mean(e['open']):7.3f} "
+                     f"{e['mean_diff']:+8.3f}  {ci(e['t_ci']):<19} {ci(e['bootstrap_ci']):<19} "
+                     f"{e['n']}")
+    return lines

@@ -1,0 +1,306 @@
+"""The closed loop's config: what to synthesize, train and evaluate, and how to steer (pure).
+
+YAML form (``config/loop/<name>.yaml``; a mapping with one key ``loop``)::
+
+    loop:
+      name: pick_place
+      seed: 0
+      iterations: 3                  # iterations at most (budget)
+      episodes_per_iteration: 40     # synthesized episodes per iteration
+      train_steps: 400               # training steps per iteration
+      eval_suite: loop_pick_place.yaml   # suite name (config/suites/) or a path (relative
+                                         # paths are resolved against this file's folder)
+      mixture:                       # initial cells; family cells get their intensities from
+        - {task: pick_place, family: none, weight: 2}          # the family's range below
+        - {task: pick_place, family: lighting, weight: 1}
+      ranges: {lighting: [0.0, 0.4]} # initial ADR intensity range [low, high] per family
+      targets: {functional: 0.9, robustness: 0.85}   # stop when every target is met
+      budget: {episodes: 0, train_steps: 0}          # 0 = iterations x per-iteration amount
+      mixture_floor: 0.05            # every cell keeps at least this share
+      adr: {widen_threshold: 0.8, narrow_threshold: 0.5, step: 0.1, min_high: 0.1, levels: 2}
+
+Every error names the file, the field path, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from clawgym_ros import constants as C
+from clawgym_ros.config import check_choice, check_int, check_range, from_dict, load_yaml
+from clawgym_ros.errors import ConfigError
+
+#: Loop modes: ``closed`` steers from each report; ``open`` keeps the initial mixture with
+#: uniform weights and fixed ranges (the ablation's baseline at equal budget).
+MODE_CLOSED = "closed"
+MODE_OPEN = "open"
+MODES = (MODE_CLOSED, MODE_OPEN)
+PERTURBING = tuple(f for f in C.PERTURBATION_FAMILIES if f != C.FAMILY_NONE)
+SEED_LIMIT = 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class AdrConfig:
+    """Automatic domain randomization of each family's synthesis intensity range.
+
+    Attributes:
+        widen_threshold: stability (success at the range's upper end / nominal success) at or
+            above which the range is widened by ``step``.
+        narrow_threshold: stability below which the range is narrowed by ``step``.
+        step: change of the upper end per decision.
+        min_high: the upper end never goes below this.
+        levels: synthesis intensities per family, evenly spaced over (low, high].
+    """
+
+    widen_threshold: float = 0.8
+    narrow_threshold: float = 0.5
+    step: float = 0.1
+    min_high: float = 0.1
+    levels: int = 2
+
+    def __post_init__(self) -> None:
+        check_range("adr.widen_threshold", self.widen_threshold, 0.0, 2.0)
+        check_range("adr.narrow_threshold", self.narrow_threshold, 0.0, self.widen_threshold)
+        check_range("adr.step", self.step, 0.0, 1.0, low_open=True)
+        check_range("adr.min_high", self.min_high, 0.0, 1.0, low_open=True)
+        check_int("adr.levels", self.levels, 1, 10)
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetConfig:
+    """Totals the loop may spend; 0 = iterations x the per-iteration amount."""
+
+    episodes: int = 0
+    train_steps: int = 0
+
+    def __post_init__(self) -> None:
+        check_int("budget.episodes", self.episodes, 0)
+        check_int("budget.train_steps", self.train_steps, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig:
+    """One closed-loop run (see the module docstring for the YAML form).
+
+    Attributes:
+        name: a label for status lines and reports.
+        seed: the loop seed; every synthesis, training and evaluation seed derives from it.
+        iterations: maximum iterations.
+        episodes_per_iteration: synthesized episodes per iteration.
+        train_steps: training steps per iteration.
+        eval_suite: evaluation suite name or path (absolute after loading from a file).
+        mixture: initial cells: ``{task, template, family, difficulty, weight}``.
+        ranges: initial intensity range ``[low, high]`` per perturbing family.
+        targets: score per dimension that stops the loop when all are met.
+        budget: total episodes / training steps.
+        mode: ``closed`` (steer) or ``open`` (uniform fixed mixture: ablation baseline).
+        mixture_floor: minimum share of every cell.
+        mixture_gain: weight multiplier per unit of deviation: ``w *= 1 + gain * deviation``.
+        group_weight_gain: training loss weight of a group = ``1 + gain * deviation``.
+        max_group_weight: cap of a training loss weight.
+        freeze_when_functional_met: parameter groups frozen while the functional target is
+            met and the policy is warm-started (keeps the nominal skill while adapting).
+        warm_start: train each iteration from the previous checkpoint.
+        accumulate: train on every dataset synthesized so far (else on the newest only).
+        policy: policy type (``mlp`` or ``cnn``).
+        hardening_share: share of each batch with perturbed observations.
+        eval_mode: ``in_process`` or ``ros``.
+        workers: synthesis / rollout worker processes (0 = one per core).
+        record_images: ask synthesis for camera frames.
+        adr: range adaptation settings.
+    """
+
+    name: str = "loop"
+    seed: int = 0
+    iterations: int = 3
+    episodes_per_iteration: int = 40
+    train_steps: int = 400
+    eval_suite: str = "smoke"
+    mixture: tuple[dict, ...] = ()
+    ranges: dict = dataclasses.field(default_factory=dict)
+    targets: dict = dataclasses.field(default_factory=dict)
+    budget: BudgetConfig = dataclasses.field(default_factory=BudgetConfig)
+    mode: str = MODE_CLOSED
+    mixture_floor: float = 0.05
+    mixture_gain: float = 2.0
+    group_weight_gain: float = 2.0
+    max_group_weight: float = 4.0
+    freeze_when_functional_met: tuple[str, ...] = ()
+    warm_start: bool = True
+    accumulate: bool = True
+    policy: str = C.POLICY_MLP
+    hardening_share: float = 0.0
+    eval_mode: str = C.EVAL_MODES[0]
+    workers: int = 0
+    record_images: bool = False
+    adr: AdrConfig = dataclasses.field(default_factory=AdrConfig)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError("name", self.name, "a non-empty string")
+        check_int("seed", self.seed, 0, SEED_LIMIT)
+        check_int("iterations", self.iterations, 1, 1000)
+        check_int("episodes_per_iteration", self.episodes_per_iteration, 1)
+        check_int("train_steps", self.train_steps, 1)
+        if not isinstance(self.eval_suite, str) or not self.eval_suite:
+            raise ConfigError("eval_suite", self.eval_suite, "a suite name or path")
+        check_choice("mode", self.mode, MODES)
+        check_range("mixture_gain", self.mixture_gain, 0.0, 100.0)
+        check_range("group_weight_gain", self.group_weight_gain, 0.0, 100.0)
+        check_range("max_group_weight", self.max_group_weight, 1.0, 1000.0)
+        check_choice("policy", self.policy, (C.POLICY_MLP, C.POLICY_CNN))
+        check_range("hardening_share", self.hardening_share, 0.0, 1.0)
+        check_choice("eval_mode", self.eval_mode, C.EVAL_MODES)
+        check_int("workers", self.workers, 0, 256)
+        for name in ("warm_start", "accumulate", "record_images"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(name, getattr(self, name), "true or false")
+        for obj, cls in (("budget", BudgetConfig), ("adr", AdrConfig)):
+            value = getattr(self, obj)
+            if isinstance(value, Mapping):
+                object.__setattr__(self, obj, from_dict(cls, value))
+            elif not isinstance(value, cls):
+                raise ConfigError(obj, value, f"a mapping of {cls.__name__} fields")
+        self._check_mixture()
+        self._check_ranges()
+        self._check_targets()
+        groups = tuple(self.freeze_when_functional_met)
+        for i, group in enumerate(groups):
+            check_choice(f"freeze_when_functional_met[{i}]", group,
+                         (C.PARAM_GROUP_ENCODER, C.PARAM_GROUP_TRUNK, C.PARAM_GROUP_HEAD))
+        object.__setattr__(self, "freeze_when_functional_met", groups)
+
+    def _check_mixture(self) -> None:
+        if not isinstance(self.mixture, (list, tuple)) or not self.mixture:
+            raise ConfigError("mixture", self.mixture, "a non-empty list of cells")
+        cells = []
+        seen = set()
+        for i, raw in enumerate(self.mixture):
+            if not isinstance(raw, Mapping):
+                raise ConfigError(f"mixture[{i}]", raw, "a mapping {task, template, family, "
+                                  "difficulty, weight}")
+            extra = sorted(set(raw) - {"task", "template", "family", "difficulty", "weight"})
+            if extra:
+                raise ConfigError(f"mixture[{i}].{extra[0]}", raw[extra[0]], "one of task, "
+                                  "template, family, difficulty, weight (intensities come from "
+                                  "ranges)")
+            cell = {"task": check_choice(f"mixture[{i}].task", raw.get("task"), C.TASKS),
+                    "template": raw.get("template", "") or "",
+                    "family": check_choice(f"mixture[{i}].family",
+                                           raw.get("family", C.FAMILY_NONE),
+                                           C.PERTURBATION_FAMILIES),
+                    "difficulty": check_choice(f"mixture[{i}].difficulty",
+                                               raw.get("difficulty", C.DEFAULT_DIFFICULTY),
+                                               C.DIFFICULTIES),
+                    "weight": float(check_range(f"mixture[{i}].weight", raw.get("weight", 1.0),
+                                                0.0, None, low_open=True))}
+            if not isinstance(cell["template"], str):
+                raise ConfigError(f"mixture[{i}].template", cell["template"], "a string")
+            key = cell_key(cell)
+            if key in seen:
+                raise ConfigError(f"mixture[{i}]", key, "a cell not listed before")
+            seen.add(key)
+            cells.append(cell)
+        check_range("mixture_floor", self.mixture_floor, 0.0, 1.0)
+        if self.mixture_floor * len(cells) > 1.0 + 1e-12:
+            raise ConfigError("mixture_floor", self.mixture_floor,
+                              f"at most 1/{len(cells)} (one share per cell must fit)")
+        object.__setattr__(self, "mixture", tuple(cells))
+
+    def _check_ranges(self) -> None:
+        if not isinstance(self.ranges, Mapping):
+            raise ConfigError("ranges", self.ranges, "a mapping family: [low, high]")
+        ranges = {}
+        for family, pair in self.ranges.items():
+            check_choice(f"ranges.{family}", family, PERTURBING)
+            if (not isinstance(pair, (list, tuple)) or len(pair) != 2):
+                raise ConfigError(f"ranges.{family}", pair, "[low, high] in [0, 1]")
+            low = check_range(f"ranges.{family}[0]", pair[0], 0.0, 1.0)
+            high = check_range(f"ranges.{family}[1]", pair[1], max(low, 0.0), 1.0,
+                               low_open=True)
+            ranges[family] = (float(low), float(high))
+        for i, cell in enumerate(self.mixture):
+            family = cell["family"]
+            if family != C.FAMILY_NONE and family not in ranges:
+                raise ConfigError(f"mixture[{i}].family", family,
+                                  f"a family with a range (add ranges.{family}: [low, high])")
+        object.__setattr__(self, "ranges", dict(sorted(ranges.items())))
+
+    def _check_targets(self) -> None:
+        if not isinstance(self.targets, Mapping):
+            raise ConfigError("targets", self.targets, "a mapping dimension: score")
+        for dim, value in self.targets.items():
+            check_choice(f"targets.{dim}", dim, C.DIMENSIONS)
+            check_range(f"targets.{dim}", value, 0.0, 2.0)
+        object.__setattr__(self, "targets", {d: float(self.targets[d]) for d in C.DIMENSIONS
+                                             if d in self.targets})
+
+    @property
+    def tasks(self) -> list[str]:
+        """Distinct tasks of the mixture, in first-appearance order."""
+        return list(dict.fromkeys(c["task"] for c in self.mixture))
+
+    @property
+    def episode_budget(self) -> int:
+        """Total synthesized episodes the loop may spend."""
+        return self.budget.episodes or self.iterations * self.episodes_per_iteration
+
+    @property
+    def step_budget(self) -> int:
+        """Total training steps the loop may spend."""
+        return self.budget.train_steps or self.iterations * self.train_steps
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (what :func:`loop_config_from_dict` reads back)."""
+        from clawgym_ros.config import to_dict
+
+        data = to_dict(self)
+        data["ranges"] = {f: list(r) for f, r in self.ranges.items()}
+        return data
+
+
+def cell_key(cell: Mapping[str, Any]) -> str:
+    """Stable key of a mixture cell: ``task/template/family/difficulty`` (``*`` = any)."""
+    return "/".join((cell["task"], cell.get("template") or "*", cell["family"],
+                     cell.get("difficulty") or C.DEFAULT_DIFFICULTY))
+
+
+def loop_config_from_dict(data: Mapping[str, Any], source: str | None = None,
+                          base_dir: Path | None = None) -> LoopConfig:
+    """Build a :class:`LoopConfig` from a mapping (the ``loop`` block of a YAML file).
+
+    Args:
+        data: the fields.
+        source: file name for error messages.
+        base_dir: folder against which a relative ``eval_suite`` path (one ending in
+            ``.yaml``/``.yml`` or containing ``/``) is resolved.
+
+    Raises:
+        ConfigError: naming the file, field, value and what is allowed.
+    """
+    data = dict(data)
+    suite = data.get("eval_suite")
+    if (base_dir is not None and isinstance(suite, str)
+            and (suite.endswith((".yaml", ".yml")) or "/" in suite)
+            and not Path(suite).is_absolute()):
+        data["eval_suite"] = str((base_dir / suite).resolve())
+    return from_dict(LoopConfig, data, source=source)
+
+
+def load_loop_config(path: str | Path, **overrides: Any) -> LoopConfig:
+    """Read ``config/loop/<name>.yaml``; ``overrides`` (e.g. ``iterations=5``) win if not None.
+
+    Raises:
+        ConfigError: unreadable file, wrong layout or invalid fields.
+    """
+    path = Path(path)
+    data = load_yaml(path)
+    if not isinstance(data, Mapping) or set(data) != {"loop"}:
+        raise ConfigError("loop", data if not isinstance(data, Mapping) else sorted(data),
+                          "a mapping with the single key 'loop'", str(path))
+    fields = dict(data["loop"] or {})
+    fields.update({k: v for k, v in overrides.items() if v is not None})
+    return loop_config_from_dict(fields, str(path), path.resolve().parent)

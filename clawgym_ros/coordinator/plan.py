@@ -1,0 +1,418 @@
+"""The coordinator's decision: ``next_plan(state, report, cfg) -> Plan`` (pure, deterministic).
+
+Given the loop state and the report of the iteration that just finished, decide:
+
+- stop or go on: every target met, or the iteration / episode / training-step budget spent;
+- the next synthesis mixture: each cell's share is multiplied by ``1 + gain * deviation``,
+  where deviation comes from the report's gaps (perturbation gaps for a family's cells;
+  generalization gaps and the functional shortfall for a task's nominal cells), then shares are
+  renormalized so that every cell keeps at least ``mixture_floor`` (water-filling);
+- the perturbation intensity range of every family (ADR): the family's stability at the upper
+  end of its range (report success there, interpolated on the suite's grid, over nominal
+  success) at or above ``widen_threshold`` widens the range by ``step``; below
+  ``narrow_threshold`` narrows it; otherwise it is kept;
+- training loss weights per group (``task/template/family``, ``*`` = any template):
+  ``1 + group_weight_gain * deviation``, capped; and the frozen parameter groups;
+- the seeds of the iteration's synthesis, training and evaluation (evaluation uses one seed
+  for every iteration, so successive reports are paired and comparable).
+
+Every change carries its reason (which gap, which score, which threshold) in the plan's
+``decision``; the coordinator node appends it to ``loop/decisions.jsonl``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from clawgym_ros import constants as C
+from clawgym_ros.coordinator.config import MODE_OPEN, SEED_LIMIT, LoopConfig, cell_key
+
+PHASE_IDLE = "idle"
+PHASE_SYNTHESIZE = "synthesize"
+PHASE_TRAIN = "train"
+PHASE_EVALUATE = "evaluate"
+PHASE_DONE = "done"
+PHASE_FAILED = "failed"
+_ROUND = 6
+
+
+def derive_seed(seed: int, stream: str, iteration: int = 0) -> int:
+    """A 31-bit seed for ``stream`` (synthesize, train, evaluate) of ``iteration``."""
+    state = np.random.SeedSequence(int(seed), spawn_key=(zlib.crc32(stream.encode()),
+                                                          int(iteration)))
+    return int(state.generate_state(1, np.uint32)[0]) & SEED_LIMIT
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopState:
+    """Everything the loop needs to continue after a crash (``loop/state.json``).
+
+    Attributes:
+        config_id: artifact id of the loop config (parent of the final report).
+        iteration: number of completed iterations.
+        phase: phase of the current iteration (synthesize, train, evaluate), idle or done.
+        cells: the mixture cells (task, template, family, difficulty) in config order.
+        weights: share of each cell (``cell_key`` -> share, sums to 1).
+        ranges: intensity range ``[low, high]`` per family.
+        group_weights: training loss weight per group pattern of the current plan.
+        frozen_groups: parameter groups frozen in the current plan.
+        iterations: one record per started iteration: its plan and artifact ids.
+        history: ``{"iteration", "scores", "report_id"}`` per completed iteration.
+        episodes_used / steps_used: budget spent by completed steps.
+        done / stop_reason / final_report_id: set when the loop stops.
+    """
+
+    config_id: str = ""
+    iteration: int = 0
+    phase: str = PHASE_IDLE
+    cells: tuple[dict, ...] = ()
+    weights: dict = dataclasses.field(default_factory=dict)
+    ranges: dict = dataclasses.field(default_factory=dict)
+    group_weights: dict = dataclasses.field(default_factory=dict)
+    frozen_groups: tuple[str, ...] = ()
+    iterations: tuple[dict, ...] = ()
+    history: tuple[dict, ...] = ()
+    episodes_used: int = 0
+    steps_used: int = 0
+    done: bool = False
+    stop_reason: str = ""
+    final_report_id: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (``loop/state.json``)."""
+        data = dataclasses.asdict(self)
+        for key in ("cells", "frozen_groups", "iterations", "history"):
+            data[key] = list(data[key])
+        data["ranges"] = {f: list(r) for f, r in self.ranges.items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoopState:
+        """Inverse of :meth:`to_dict`."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in fields}
+        for key in ("cells", "frozen_groups", "iterations", "history"):
+            kwargs[key] = tuple(kwargs.get(key, ()))
+        kwargs["ranges"] = {f: tuple(r) for f, r in dict(kwargs.get("ranges", {})).items()}
+        return cls(**kwargs)
+
+    @property
+    def current(self) -> dict | None:
+        """The record of the iteration in progress (None between iterations)."""
+        if self.iterations and len(self.iterations) > self.iteration:
+            return self.iterations[-1]
+        return None
+
+
+def initial_state(cfg: LoopConfig, config_id: str = "") -> LoopState:
+    """The state before the first plan: the config's cells, shares (floored) and ranges."""
+    cells = tuple({k: c[k] for k in ("task", "template", "family", "difficulty")}
+                  for c in cfg.mixture)
+    shares = apply_floor([c["weight"] for c in cfg.mixture], cfg.mixture_floor)
+    if cfg.mode == MODE_OPEN:
+        shares = apply_floor([1.0] * len(cells), cfg.mixture_floor)
+    return LoopState(config_id=config_id, cells=cells,
+                     weights={cell_key(c): s for c, s in zip(cells, shares)},
+                     ranges={f: tuple(r) for f, r in cfg.ranges.items()})
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What the next iteration does (or that the loop stops), and why.
+
+    Attributes:
+        iteration: index of the planned iteration (0-based).
+        stop: True when the loop ends instead.
+        stop_reason: why it stops.
+        weights: share per cell key.
+        ranges: intensity range per family.
+        mixture: synthesis mixture entries (MixtureSpec fields, intensities from ranges).
+        episodes / train_steps: amounts of the iteration.
+        group_weights: loss weight per group pattern.
+        frozen_groups: parameter groups to freeze.
+        seeds: ``{"synthesize", "train", "evaluate"}``.
+        decision: the record appended to decisions.jsonl (reasons and what drove them).
+    """
+
+    iteration: int
+    stop: bool
+    stop_reason: str
+    weights: dict
+    ranges: dict
+    mixture: tuple[dict, ...]
+    episodes: int
+    train_steps: int
+    group_weights: dict
+    frozen_groups: tuple[str, ...]
+    seeds: dict
+    decision: dict
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        data = dataclasses.asdict(self)
+        data["mixture"] = list(self.mixture)
+        data["frozen_groups"] = list(self.frozen_groups)
+        data["ranges"] = {f: list(r) for f, r in self.ranges.items()}
+        return data
+
+
+def apply_floor(weights: Sequence[float], floor: float) -> list[float]:
+    """Normalize ``weights`` to shares that sum to 1 with every share >= ``floor``.
+
+    Water-filling: cells below the floor are lifted to it and the others share the rest in
+    proportion to their weights, repeated until no share is below the floor.
+    """
+    n = len(weights)
+    if n == 0:
+        return []
+    w = [max(float(x), 0.0) for x in weights]
+    if sum(w) <= 0:
+        w = [1.0] * n
+    fixed: set[int] = set()
+    while True:
+        free = [i for i in range(n) if i not in fixed]
+        mass = 1.0 - floor * len(fixed)
+        total = sum(w[i] for i in free) or 1.0
+        shares = [floor if i in fixed else mass * w[i] / total for i in range(n)]
+        low = [i for i in free if shares[i] < floor - 1e-12]
+        if not low:
+            return [round(s, _ROUND) for s in shares]
+        fixed.update(low)
+
+
+def intensity_levels(low: float, high: float, levels: int) -> list[float]:
+    """Synthesis intensities of a family: ``levels`` points evenly spaced over (low, high]."""
+    if high <= low:
+        points = [high]
+    else:
+        points = [low + (high - low) * k / levels for k in range(1, levels + 1)]
+    out = []
+    for p in points:
+        p = round(p, 4)
+        if p > 0 and p not in out:
+            out.append(p)
+    return out
+
+
+def _interp(points: Sequence[tuple[float, float]], x: float) -> tuple[float, bool]:
+    """Linear interpolation on sorted (intensity, value) points; flat beyond the last one.
+
+    Returns:
+        (value, extrapolated).
+    """
+    if x >= points[-1][0]:
+        return points[-1][1], x > points[-1][0] + 1e-9
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x0 <= x <= x1:
+            t = 0.0 if x1 == x0 else (x - x0) / (x1 - x0)
+            return y0 + t * (y1 - y0), False
+    return points[0][1], False
+
+
+def _value(est: Any) -> float | None:
+    if isinstance(est, Mapping):
+        v = est.get("value")
+        return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+    return None
+
+
+def _gap_ref(gap: Mapping[str, Any]) -> dict[str, Any]:
+    return {"condition": gap["condition"], "deviation": gap["deviation"],
+            "capability": gap.get("capability"), "kind": gap.get("kind")}
+
+
+def cell_deviation(cell: Mapping[str, Any], report: Mapping[str, Any], cfg: LoopConfig
+                   ) -> tuple[float, list[dict[str, Any]]]:
+    """How far a mixture cell's condition falls short, and the gaps/scores that say so.
+
+    A perturbed cell takes the largest deviation of the perturbation gaps that involve its
+    family; a nominal cell the largest of its task's generalization gaps and the functional
+    shortfall (functional target - functional score, when a target is set).
+    """
+    drivers: list[dict[str, Any]] = []
+    family = cell["family"]
+    for gap in report.get("gaps", ()):
+        if family != C.FAMILY_NONE:
+            if gap.get("kind") == "perturbation" and family in (gap.get("families") or ()):
+                drivers.append(_gap_ref(gap))
+        elif gap.get("kind") == "generalization" and gap.get("task") == cell["task"]:
+            drivers.append(_gap_ref(gap))
+    if family == C.FAMILY_NONE and C.DIM_FUNCTIONAL in cfg.targets:
+        value = _value(report.get("scores", {}).get(C.DIM_FUNCTIONAL))
+        if value is not None and value < cfg.targets[C.DIM_FUNCTIONAL]:
+            drivers.append({"condition": "functional<target", "kind": "functional",
+                            "deviation": round(cfg.targets[C.DIM_FUNCTIONAL] - value, _ROUND),
+                            "capability": None})
+    dev = max((max(float(d["deviation"]), 0.0) for d in drivers), default=0.0)
+    return dev, drivers
+
+
+def family_stability(report: Mapping[str, Any], family: str, intensity: float
+                     ) -> tuple[float | None, str]:
+    """Success at ``intensity`` of ``family`` over nominal success, from the report's cells.
+
+    Returns:
+        (stability or None when not measurable, a note on how it was obtained).
+    """
+    rob = report.get("aggregated", {}).get(C.DIM_ROBUSTNESS, {})
+    nominal = _value(rob.get("nominal"))
+    cells = [c for c in rob.get("cells", ()) if list(c.get("families", ())) == [family]]
+    if not cells:
+        return None, "not measured by the evaluation suite"
+    if not nominal:
+        return None, "nominal success is 0 (no reference)"
+    points = [(0.0, nominal)] + sorted((float(c["intensity"]), _value(c["success"]) or 0.0)
+                                       for c in cells)
+    success, extrapolated = _interp(points, intensity)
+    note = (f"success {success:.2f} at intensity {intensity:g}"
+            + (" (held flat beyond the suite's grid)" if extrapolated else "")
+            + f" / nominal {nominal:.2f}")
+    return success / nominal, note
+
+
+def _stop(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfig
+          ) -> tuple[bool, str, list[str]]:
+    reasons: list[str] = []
+    if report is not None and cfg.targets:
+        met = []
+        for dim, target in cfg.targets.items():
+            value = _value(report.get("scores", {}).get(dim))
+            ok = value is not None and value >= target
+            met.append(ok)
+            shown = "not measured" if value is None else f"{value:.3f}"
+            reasons.append(f"target {dim} >= {target:g}: {shown} ({'met' if ok else 'not met'})")
+        if all(met):
+            return True, "targets met", reasons
+    if state.iteration >= cfg.iterations:
+        return True, f"iteration budget spent ({state.iteration}/{cfg.iterations})", reasons
+    if state.episodes_used + cfg.episodes_per_iteration > cfg.episode_budget:
+        return True, (f"episode budget spent ({state.episodes_used} used, "
+                      f"{cfg.episodes_per_iteration} more > {cfg.episode_budget})"), reasons
+    if state.steps_used + cfg.train_steps > cfg.step_budget:
+        return True, (f"training-step budget spent ({state.steps_used} used, "
+                      f"{cfg.train_steps} more > {cfg.step_budget})"), reasons
+    return False, "", reasons
+
+
+def _mixture(cells: Sequence[Mapping[str, Any]], weights: Mapping[str, float],
+             ranges: Mapping[str, Sequence[float]], cfg: LoopConfig) -> tuple[dict, ...]:
+    entries = []
+    for cell in cells:
+        share = weights[cell_key(cell)]
+        base = {"task": cell["task"], "template": cell["template"], "family": cell["family"],
+                "difficulty": cell["difficulty"]}
+        if cell["family"] == C.FAMILY_NONE:
+            entries.append({**base, "intensity": 0.0, "weight": share})
+            continue
+        low, high = ranges[cell["family"]]
+        levels = intensity_levels(low, high, cfg.adr.levels)
+        for x in levels:
+            entries.append({**base, "intensity": x,
+                            "weight": round(share / len(levels), _ROUND + 2)})
+    return tuple(entries)
+
+
+def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfig) -> Plan:
+    """Decide the next iteration (or stop) from the latest report.
+
+    Args:
+        state: the loop state; ``state.iteration`` iterations are complete.
+        report: the last completed iteration's ``report.json`` (None before the first).
+        cfg: the loop config.
+
+    Returns:
+        The plan, with its decision record (reasons and the gaps that drove them).
+    """
+    iteration = state.iteration
+    reasons: list[str] = []
+    drivers: dict[str, list[dict[str, Any]]] = {}
+    weights = dict(state.weights)
+    ranges = {f: tuple(r) for f, r in state.ranges.items()}
+    group_weights: dict[str, float] = {}
+    frozen: tuple[str, ...] = ()
+    adr: dict[str, dict[str, Any]] = {}
+    closed = cfg.mode != MODE_OPEN
+    stop, stop_reason, target_reasons = _stop(state, report, cfg)
+    reasons += target_reasons
+
+    if report is None:
+        reasons.append("first iteration: mixture shares and ranges from the config"
+                       + (" (open loop: uniform shares)" if not closed else ""))
+    elif not closed:
+        reasons.append("open loop: mixture, ranges and loss weights stay fixed")
+    else:
+        keys = [cell_key(c) for c in state.cells]
+        raw = []
+        for cell, key in zip(state.cells, keys):
+            dev, used = cell_deviation(cell, report, cfg)
+            if used:
+                drivers[key] = used
+            raw.append(weights[key] * (1.0 + cfg.mixture_gain * dev))
+            pattern = f"{cell['task']}/{cell['template'] or '*'}/{cell['family']}"
+            gw = round(min(cfg.max_group_weight, 1.0 + cfg.group_weight_gain * dev), _ROUND)
+            group_weights[pattern] = max(group_weights.get(pattern, 1.0), gw)
+        shares = apply_floor(raw, cfg.mixture_floor)
+        for key, new in zip(keys, shares):
+            old = weights[key]
+            if abs(new - old) > 1e-9:
+                why = ", ".join(f"{d['condition']} (deviation {d['deviation']:g})"
+                                for d in drivers.get(key, ())) or "no gap: relative share"
+                reasons.append(f"mixture {key}: {old:.3f} -> {new:.3f} ({why})")
+        weights = dict(zip(keys, shares))
+        for family, (low, high) in sorted(ranges.items()):
+            stab, note = family_stability(report, family, high)
+            entry = {"before": [low, high], "stability": stab, "note": note}
+            if stab is None:
+                action = "keep"
+            elif stab >= cfg.adr.widen_threshold:
+                action = "widen"
+                high = min(1.0, round(high + cfg.adr.step, 4))
+            elif stab < cfg.adr.narrow_threshold:
+                action = "narrow"
+                high = max(cfg.adr.min_high, round(high - cfg.adr.step, 4), low)
+            else:
+                action = "keep"
+            ranges[family] = (low, high)
+            entry.update(after=[low, high], action=action)
+            adr[family] = entry
+            shown = "n/a" if stab is None else f"{stab:.2f}"
+            reasons.append(f"range {family}: {action} [{entry['before'][0]:g}, "
+                           f"{entry['before'][1]:g}] -> [{low:g}, {high:g}] (stability {shown}: "
+                           f"{note}; widen >= {cfg.adr.widen_threshold:g}, narrow < "
+                           f"{cfg.adr.narrow_threshold:g})")
+        group_weights = {k: v for k, v in sorted(group_weights.items()) if v != 1.0}
+        for pattern, value in group_weights.items():
+            reasons.append(f"loss weight {pattern}: {value:g}")
+        functional = _value(report.get("scores", {}).get(C.DIM_FUNCTIONAL))
+        target = cfg.targets.get(C.DIM_FUNCTIONAL)
+        if (cfg.freeze_when_functional_met and cfg.warm_start and target is not None
+                and functional is not None and functional >= target):
+            frozen = cfg.freeze_when_functional_met
+            reasons.append(f"freeze {', '.join(frozen)}: functional {functional:.3f} >= "
+                           f"target {target:g} while warm-starting (keep the nominal skill)")
+
+    seeds = {"synthesize": derive_seed(cfg.seed, PHASE_SYNTHESIZE, iteration),
+             "train": derive_seed(cfg.seed, PHASE_TRAIN, iteration),
+             "evaluate": derive_seed(cfg.seed, PHASE_EVALUATE, 0)}
+    mixture = _mixture(state.cells, weights, ranges, cfg)
+    gaps = [_gap_ref(g) for g in (report or {}).get("gaps", ())]
+    decision = {
+        "iteration": iteration, "mode": cfg.mode, "stop": stop, "stop_reason": stop_reason,
+        "based_on": {"iterations_completed": state.iteration,
+                     "report_id": state.history[-1]["report_id"] if state.history else None,
+                     "scores": {d: _value(s) for d, s in (report or {}).get("scores",
+                                                                           {}).items()}},
+        "reasons": reasons, "gaps": gaps, "drivers": drivers, "adr": adr,
+        "weights": weights, "ranges": {f: list(r) for f, r in ranges.items()},
+        "group_weights": group_weights, "frozen_groups": list(frozen),
+    }
+    return Plan(iteration=iteration, stop=stop, stop_reason=stop_reason, weights=weights,
+                ranges=ranges, mixture=mixture, episodes=cfg.episodes_per_iteration,
+                train_steps=cfg.train_steps, group_weights=group_weights,
+                frozen_groups=frozen, seeds=seeds, decision=decision)

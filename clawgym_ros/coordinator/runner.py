@@ -1,0 +1,435 @@
+"""The loop driver (pure): plan, synthesize, train, evaluate, persist; resume after a crash.
+
+:class:`LoopRunner` owns the run directory's ``loop/state.json`` (rewritten atomically after
+every completed step) and ``loop/decisions.jsonl`` (one record per decision), and calls an
+:class:`Executor` for the three long steps. ``coordinator_node`` implements the executor with
+the Synthesize, Train and Evaluate actions of the other nodes; tests implement it in process.
+
+Resume: a rerun loads the state and continues at the first step without an artifact id, with
+the goal it records before starting a step. Every seed derives from the loop seed and the
+iteration, so a redone step yields the same content-addressed artifact. Before running a
+step, an artifact produced by an identical goal (same generation config and seed, same
+datasets/seed/steps, same checkpoint/suite/seed) is looked up and reused, so a step that
+completed while the coordinator was down is not recomputed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import json
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from clawgym_ros import constants as C
+from clawgym_ros.artifacts import ArtifactStore, atomic_write_json
+from clawgym_ros.artifacts.atomic import append_line, atomic_write_text
+from clawgym_ros.coordinator.config import LoopConfig
+from clawgym_ros.coordinator.plan import (
+    PHASE_DONE,
+    PHASE_EVALUATE,
+    PHASE_IDLE,
+    PHASE_SYNTHESIZE,
+    PHASE_TRAIN,
+    LoopState,
+    Plan,
+    initial_state,
+    next_plan,
+)
+from clawgym_ros.errors import ClawgymError
+
+FILE_LOOP_CONFIG = "loop.json"
+FILE_STATUS = "status.json"
+
+#: progress(done, total, text) for the step in flight.
+ProgressFn = Callable[[int, int, str], None]
+
+
+class LoopError(ClawgymError):
+    """A loop step failed, or the run directory holds an incompatible loop."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SynthesizeGoal:
+    """What a Synthesize action goal carries."""
+
+    mixture: tuple[dict, ...]
+    episodes: int
+    seed: int
+    workers: int
+    record_images: bool
+    run_dir: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainGoal:
+    """What a Train action goal carries (group weights resolved to dataset groups)."""
+
+    dataset_ids: tuple[str, ...]
+    steps: int
+    seed: int
+    policy: str
+    group_weights: dict
+    frozen_groups: tuple[str, ...]
+    hardening_share: float
+    init_checkpoint_id: str
+    run_dir: str
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluateGoal:
+    """What an Evaluate action goal carries."""
+
+    checkpoint_id: str
+    suite: str
+    seed: int
+    mode: str
+    workers: int
+    run_dir: str
+
+
+class Executor(Protocol):
+    """Runs the three long steps; each returns the committed artifact id or raises."""
+
+    def synthesize(self, goal: SynthesizeGoal, progress: ProgressFn) -> str: ...
+
+    def train(self, goal: TrainGoal, progress: ProgressFn) -> str: ...
+
+    def evaluate(self, goal: EvaluateGoal, progress: ProgressFn) -> str: ...
+
+
+def resolve_group_weights(patterns: Mapping[str, float], groups: Sequence[str]
+                          ) -> dict[str, float]:
+    """Expand ``task/template/family`` patterns (``*`` = any) to the datasets' group names.
+
+    A group matched by several patterns takes the largest weight; groups matched by none are
+    left out (the trainer weighs them 1.0).
+    """
+    out: dict[str, float] = {}
+    for group in groups:
+        for pattern, value in patterns.items():
+            if fnmatch.fnmatchcase(group, pattern):
+                out[group] = max(out.get(group, value), value)
+    return dict(sorted(out.items()))
+
+
+def dataset_groups(store: ArtifactStore, dataset_ids: Sequence[str]) -> list[str]:
+    """Training group names (``task/template/family``) present in the datasets."""
+    from clawgym_ros.dataset.reader import open_dataset
+    from clawgym_ros.dataset.table import group_name
+
+    names: dict[str, None] = {}
+    for ref in dataset_ids:
+        for row in open_dataset(store, ref).index:
+            names[group_name(row["task"], row["template"], row["family"])] = None
+    return list(names)
+
+
+def read_report(store: ArtifactStore, report_id: str) -> dict[str, Any]:
+    """The report.json of a report artifact."""
+    art = store.get(report_id, C.KIND_REPORT)
+    return json.loads(art.file(C.FILE_REPORT_JSON).read_text())
+
+
+class LoopRunner:
+    """Drives one loop in a run directory.
+
+    Args:
+        cfg: the loop config.
+        run_dir: the run directory (artifacts/, loop/).
+        executor: runs synthesis, training and evaluation.
+        on_status: called with (state, message, progress) after each state change and on
+            step progress; progress is ``(done, total)`` or None.
+    """
+
+    def __init__(self, cfg: LoopConfig, run_dir: str | Path, executor: Executor,
+                 on_status: Callable[[LoopState, str, tuple[int, int] | None], None]
+                 | None = None):
+        self.cfg = cfg
+        self.run_dir = Path(run_dir).resolve()
+        self.store = ArtifactStore(self.run_dir)
+        self.executor = executor
+        self.on_status = on_status or (lambda *_: None)
+        self.loop_dir = self.run_dir / C.DIR_LOOP
+        self.state_path = self.loop_dir / C.FILE_LOOP_STATE
+        self.decisions_path = self.loop_dir / C.FILE_DECISIONS
+
+    # --- persistence -------------------------------------------------------------------------
+    def config_artifact(self) -> str:
+        """Commit the loop config (and its evaluation suite file) as a config artifact."""
+        files = {FILE_LOOP_CONFIG: (json.dumps(self.cfg.to_dict(), indent=2, sort_keys=True)
+                                    + "\n").encode()}
+        suite = Path(self.cfg.eval_suite)
+        if suite.is_file():
+            files[f"suite/{suite.name}"] = suite.read_bytes()
+        art = self.store.put_files(C.KIND_CONFIG, files, config=self.cfg,
+                                   seeds={"loop": self.cfg.seed},
+                                   summary={"loop": self.cfg.name, "mode": self.cfg.mode})
+        return art.id
+
+    def load(self) -> LoopState:
+        """The saved state, or a fresh one (with the config committed as an artifact).
+
+        Raises:
+            LoopError: the run directory holds a loop with another config.
+        """
+        config_id = self.config_artifact()
+        if self.state_path.is_file():
+            state = LoopState.from_dict(json.loads(self.state_path.read_text()))
+            if state.config_id != config_id:
+                raise LoopError(
+                    f"{self.run_dir} holds a loop with another config (config artifact "
+                    f"{state.config_id[:12]}, this one {config_id[:12]}); use another --out "
+                    "or the same config, seed and iterations to resume")
+            return state
+        state = initial_state(self.cfg, config_id)
+        self.save(state, "new loop")
+        return state
+
+    def save(self, state: LoopState, message: str) -> None:
+        """Rewrite loop/state.json atomically, then report the status."""
+        atomic_write_json(self.state_path, state.to_dict())
+        self.status(state, message)
+
+    def status(self, state: LoopState, message: str,
+               progress: tuple[int, int] | None = None) -> None:
+        """Report a status line (the node publishes it and writes loop/status.json)."""
+        self.on_status(state, message, progress)
+
+    def record_decision(self, decision: Mapping[str, Any]) -> None:
+        """Append a decision unless one for its iteration is already recorded (resume)."""
+        if self.decisions_path.is_file():
+            for line in self.decisions_path.read_text().splitlines():
+                try:
+                    if json.loads(line).get("iteration") == decision["iteration"]:
+                        return
+                except ValueError:
+                    continue  # a torn last line from a crash: ignore it
+        append_line(self.decisions_path, json.dumps(decision, sort_keys=True))
+
+    # --- the loop ----------------------------------------------------------------------------
+    def run(self) -> LoopState:
+        """Run (or resume) the loop to its end; returns the final state."""
+        state = self.load()
+        while not state.done:
+            state = self.step(state)
+        return state
+
+    def step(self, state: LoopState) -> LoopState:
+        """Do the next unfinished step and persist the state."""
+        cur = state.current
+        if cur is None:
+            return self._plan(state)
+        plan = cur["plan"]
+        if not cur.get("dataset_id"):
+            return self._synthesize(state, cur, plan)
+        if not cur.get("checkpoint_id"):
+            return self._train(state, cur, plan)
+        return self._evaluate(state, cur, plan)
+
+    def _replace_current(self, state: LoopState, **changes: Any) -> tuple[dict, ...]:
+        cur = dict(state.iterations[-1])
+        cur.update(changes)
+        return (*state.iterations[:-1], cur)
+
+    def _plan(self, state: LoopState) -> LoopState:
+        report = read_report(self.store, state.history[-1]["report_id"]) if state.history \
+            else None
+        plan = next_plan(state, report, self.cfg)
+        self.record_decision(plan.decision)
+        if plan.stop:
+            return self._finish(state, plan)
+        record = {"iteration": plan.iteration, "plan": plan.to_dict(), "dataset_id": "",
+                  "checkpoint_id": "", "report_id": "", "goals": {}}
+        state = dataclasses.replace(
+            state, phase=PHASE_SYNTHESIZE, weights=plan.weights, ranges=plan.ranges,
+            group_weights=plan.group_weights, frozen_groups=plan.frozen_groups,
+            iterations=(*state.iterations, record))
+        self.save(state, f"iteration {plan.iteration}: planned "
+                  f"({len(plan.mixture)} mixture entries)")
+        return state
+
+    def _progress(self, state: LoopState, phase: str) -> ProgressFn:
+        def report(done: int, total: int, text: str) -> None:
+            self.status(state, f"iteration {state.iteration} {phase}: {text}", (done, total))
+        return report
+
+    def _synthesize(self, state: LoopState, cur: dict, plan: dict) -> LoopState:
+        goal = SynthesizeGoal(mixture=tuple(plan["mixture"]), episodes=plan["episodes"],
+                              seed=plan["seeds"]["synthesize"], workers=self.cfg.workers,
+                              record_images=self.cfg.record_images, run_dir=str(self.run_dir))
+        state = self._start(state, PHASE_SYNTHESIZE, goal)
+        dataset_id = find_dataset(self.store, goal) or \
+            self.executor.synthesize(goal, self._progress(state, PHASE_SYNTHESIZE))
+        state = dataclasses.replace(
+            state, phase=PHASE_TRAIN, episodes_used=state.episodes_used + goal.episodes,
+            iterations=self._replace_current(state, dataset_id=dataset_id))
+        self.save(state, f"iteration {state.iteration}: dataset {dataset_id[:12]}")
+        return state
+
+    def _train(self, state: LoopState, cur: dict, plan: dict) -> LoopState:
+        datasets = [it["dataset_id"] for it in state.iterations] if self.cfg.accumulate \
+            else [cur["dataset_id"]]
+        previous = state.iterations[-2]["checkpoint_id"] if len(state.iterations) > 1 else ""
+        groups = dataset_groups(self.store, datasets)
+        goal = TrainGoal(
+            dataset_ids=tuple(datasets), steps=plan["train_steps"], seed=plan["seeds"]["train"],
+            policy=self.cfg.policy,
+            group_weights=resolve_group_weights(plan["group_weights"], groups),
+            frozen_groups=tuple(plan["frozen_groups"]), hardening_share=self.cfg.hardening_share,
+            init_checkpoint_id=previous if self.cfg.warm_start else "",
+            run_dir=str(self.run_dir))
+        state = self._start(state, PHASE_TRAIN, goal)
+        checkpoint_id = find_checkpoint(self.store, goal) or \
+            self.executor.train(goal, self._progress(state, PHASE_TRAIN))
+        state = dataclasses.replace(
+            state, phase=PHASE_EVALUATE, steps_used=state.steps_used + goal.steps,
+            iterations=self._replace_current(state, checkpoint_id=checkpoint_id))
+        self.save(state, f"iteration {state.iteration}: checkpoint {checkpoint_id[:12]}")
+        return state
+
+    def _evaluate(self, state: LoopState, cur: dict, plan: dict) -> LoopState:
+        goal = EvaluateGoal(checkpoint_id=cur["checkpoint_id"], suite=self.cfg.eval_suite,
+                            seed=plan["seeds"]["evaluate"], mode=self.cfg.eval_mode,
+                            workers=self.cfg.workers, run_dir=str(self.run_dir))
+        state = self._start(state, PHASE_EVALUATE, goal)
+        report_id = find_report(self.store, goal) or \
+            self.executor.evaluate(goal, self._progress(state, PHASE_EVALUATE))
+        scores = read_report(self.store, report_id)["scores"]
+        entry = {"iteration": state.iteration, "scores": scores, "report_id": report_id}
+        state = dataclasses.replace(
+            state, phase=PHASE_IDLE, iteration=state.iteration + 1,
+            history=(*state.history, entry),
+            iterations=self._replace_current(state, report_id=report_id))
+        summary = ", ".join(f"{d} {s['value']:.2f}" for d, s in scores.items()
+                            if s.get("value") is not None)
+        self.save(state, f"iteration {state.iteration - 1}: report {report_id[:12]} ({summary})")
+        return state
+
+    def _start(self, state: LoopState, phase: str, goal: Any) -> LoopState:
+        """Record the goal of the step about to run (what a resume will send again)."""
+        cur = state.iterations[-1]
+        goals = dict(cur.get("goals", {}))
+        goals[phase] = dataclasses.asdict(goal)
+        state = dataclasses.replace(state, phase=phase,
+                                    iterations=self._replace_current(state, goals=goals))
+        self.save(state, f"iteration {state.iteration}: {phase}")
+        return state
+
+    def _finish(self, state: LoopState, plan: Plan) -> LoopState:
+        final_id = ""
+        if state.history:
+            final_id = write_loop_report(self.store, state, self.cfg)
+            art = self.store.get(final_id, C.KIND_REPORT)
+            for name in (C.FILE_REPORT_JSON, C.FILE_REPORT_HTML):
+                tmp = self.run_dir / f".{name}.copy"
+                shutil.copyfile(art.file(name), tmp)
+                tmp.replace(self.run_dir / name)
+        state = dataclasses.replace(state, phase=PHASE_DONE, done=True,
+                                    stop_reason=plan.stop_reason, final_report_id=final_id)
+        self.save(state, f"done: {plan.stop_reason}"
+                  + (f"; final report {final_id[:12]}" if final_id else ""))
+        return state
+
+    def final_report_path(self, state: LoopState) -> Path | None:
+        """report.html of the final report artifact (None if the loop stopped before any)."""
+        if not state.final_report_id:
+            return None
+        return self.store.get(state.final_report_id, C.KIND_REPORT).file(C.FILE_REPORT_HTML)
+
+
+def write_loop_report(store: ArtifactStore, state: LoopState, cfg: LoopConfig) -> str:
+    """The loop's final report: the last evaluation report with the iteration history.
+
+    Parents: the loop config, then every report, checkpoint and dataset of the loop, so that
+    ``clawgym lineage`` reaches every artifact, config and seed.
+
+    Returns:
+        The report artifact id.
+    """
+    from clawgym_ros.report.html import render_html
+    from clawgym_ros.report.schema import validate_report
+
+    last = state.history[-1]["report_id"]
+    report = read_report(store, last)
+    report["history"] = [{"iteration": h["iteration"], "scores": h["scores"],
+                          "report_id": h["report_id"]} for h in state.history]
+    validate_report(report)
+    text = json.dumps(report, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    html = render_html(json.loads(text))
+    parents = [state.config_id]
+    for it in state.iterations:
+        parents += [it[k] for k in ("report_id", "checkpoint_id", "dataset_id") if it.get(k)]
+    summary = {"loop": cfg.name, "mode": cfg.mode, "iterations": len(state.history),
+               "final_of": last,
+               **{d: report["scores"][d]["value"] for d in C.DIMENSIONS}}
+    with store.stage(C.KIND_REPORT) as staging:
+        atomic_write_text(staging.path / C.FILE_REPORT_JSON, text)
+        atomic_write_text(staging.path / C.FILE_REPORT_HTML, html)
+        art = staging.commit(config={"loop": cfg.to_dict(), "final_of": last},
+                             seeds={"loop": cfg.seed}, parents=parents, summary=summary)
+    return art.id
+
+
+# --- reuse of artifacts made by an identical goal (idempotent steps) ------------------------
+def _manifest_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def find_dataset(store: ArtifactStore, goal: SynthesizeGoal) -> str | None:
+    """A dataset whose recorded generation (mixture, episodes, seed) equals the goal's."""
+    from clawgym_ros.synthesis.mixture import MixtureSpec
+
+    want = {"seed": goal.seed, "episodes": goal.episodes,
+            "mixture": MixtureSpec.from_entries(goal.mixture).to_dict()}
+    folder = store.root / C.KIND_DATASET
+    for path in sorted(folder.iterdir()) if folder.is_dir() else ():
+        if not (path / C.FILE_MANIFEST).is_file():
+            continue
+        info = _manifest_json(path / C.FILE_DATASET_INFO) or {}
+        gen = info.get("generation") or {}
+        options = {"images": True} if goal.record_images else {}
+        if all(gen.get(k) == v for k, v in want.items()) and gen.get("options",
+                                                                       options) == options:
+            return path.name
+    return None
+
+
+def find_checkpoint(store: ArtifactStore, goal: TrainGoal) -> str | None:
+    """A checkpoint trained from the same datasets (+ init), seed and steps as the goal."""
+    parents = [store.resolve(d).id for d in goal.dataset_ids]
+    if goal.init_checkpoint_id:
+        parents.append(store.resolve(goal.init_checkpoint_id).id)
+    folder = store.root / C.KIND_CHECKPOINT
+    for path in sorted(folder.iterdir()) if folder.is_dir() else ():
+        man = _manifest_json(path / C.FILE_MANIFEST)
+        if not man or sorted(man.get("parents", [])) != sorted(parents):
+            continue
+        config = man.get("config") or {}
+        train = config.get("train", config)
+        if (man.get("seeds", {}).get("train") == goal.seed and train.get("steps") == goal.steps
+                and dict(train.get("group_weights") or {}) == dict(goal.group_weights)
+                and list(train.get("frozen_groups") or []) == list(goal.frozen_groups)
+                and train.get("policy", C.POLICY_MLP) == goal.policy):
+            return path.name
+    return None
+
+
+def find_report(store: ArtifactStore, goal: EvaluateGoal) -> str | None:
+    """A report of the same checkpoint, suite and seed as the goal (not a loop report)."""
+    folder = store.root / C.KIND_REPORT
+    for path in sorted(folder.iterdir()) if folder.is_dir() else ():
+        man = _manifest_json(path / C.FILE_MANIFEST)
+        if not man or "final_of" in (man.get("summary") or {}):
+            continue
+        config = man.get("config") or {}
+        if (config.get("checkpoint_id") == goal.checkpoint_id
+                and config.get("suite") == goal.suite
+                and man.get("seeds", {}).get("suite") == goal.seed):
+            return path.name
+    return None

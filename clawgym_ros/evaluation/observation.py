@@ -1,0 +1,223 @@
+"""Observation assembly and action decomposition shared by the env path and the ROS path.
+
+The Gymnasium envs return observation dicts (``constants.OBS_*`` keys) straight from the
+backend; on the ROS path ``policy_node`` receives the same quantities as separate sensor
+messages. :class:`ObservationAssembler` rebuilds the env's dict from those plain values (the
+message conversions live in :mod:`clawgym_ros.ros_io.sensors`), so a policy sees the same
+layout on both paths. :func:`arm_command` / :func:`base_command` split an action dict into what
+the command topics carry (joint trajectory point, gripper width, base twist).
+
+:class:`Kinematics` is a private MuJoCo model of the scene that places the robot (and the free
+objects) at given joint values: it supplies ``tool_pose`` on the ROS path (no topic carries
+it) and the evaluator's true-state reconstruction from ground-truth topics.
+
+Pure: NumPy and MuJoCo only (no rclpy, no message types).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from clawgym_ros import constants as C
+from clawgym_ros.errors import ConfigError
+
+#: Joint positions whose names are not in a message keep these values (home pose).
+_ARM_NAMES = tuple(C.ARM_JOINTS)
+_FINGER_NAMES = tuple(C.GRIPPER_JOINTS)
+
+
+class Kinematics:
+    """Forward kinematics of a scene's robot on a private MuJoCo model (no dynamics).
+
+    Args:
+        scene: scene name (``tabletop`` or ``outdoor``).
+    """
+
+    def __init__(self, scene: str = C.SCENE_TABLETOP) -> None:
+        import mujoco
+
+        from clawgym_ros.sim import scene as S
+        from clawgym_ros.sim.mujoco_backend import index_model
+
+        self._mj = mujoco
+        self.scene = S.load_scene(scene)
+        self.model = S.build_model(scene)
+        self.data = mujoco.MjData(self.model)
+        self.index = index_model(self.model, self.scene)
+        self.is_arm = scene == C.SCENE_TABLETOP
+
+    def tool_pose(self, arm_positions: Sequence[float],
+                  finger_positions: Sequence[float] | None = None) -> np.ndarray:
+        """(x, y, z, qw, qx, qy, qz) of the tool site for the given arm joint values."""
+        mj, d, idx = self._mj, self.data, self.index
+        d.qpos[idx.arm_qpos] = np.asarray(arm_positions, dtype=float)
+        if finger_positions is not None:
+            d.qpos[idx.finger_qpos] = np.asarray(finger_positions, dtype=float)
+        mj.mj_kinematics(self.model, d)
+        out = np.empty(7)
+        out[:3] = d.site_xpos[idx.tool_site]
+        mj.mju_mat2Quat(out[3:], d.site_xmat[idx.tool_site])
+        return out
+
+
+@dataclasses.dataclass
+class ObservationAssembler:
+    """Builds the env's observation dict from plain sensor values.
+
+    Attributes:
+        scene: ``tabletop`` (arm) or ``outdoor`` (mobile base).
+        image_key: observation key of the camera image (e.g. ``wrist_camera_rgb``); empty =
+            images are not part of the observation.
+        tool_pose: compute ``tool_pose`` by forward kinematics of the received joint values
+            (tabletop; no topic carries it).
+    """
+
+    scene: str = C.SCENE_TABLETOP
+    image_key: str = ""
+    tool_pose: bool = True
+
+    def __post_init__(self) -> None:
+        self._kin: Kinematics | None = None
+
+    @property
+    def is_arm(self) -> bool:
+        return self.scene == C.SCENE_TABLETOP
+
+    def required(self) -> tuple[str, ...]:
+        """Which streams one observation needs: ``joints``, ``objects``, ``image``, ``imu``,
+        ``gps``, ``odom``."""
+        if self.is_arm:
+            out = ["joints", "objects"]
+        else:
+            out = ["joints", "imu", "gps", "odom"]
+        if self.image_key:
+            out.append("image")
+        return tuple(out)
+
+    def joints(self, names: Sequence[str], position: Sequence[float],
+               velocity: Sequence[float] | None) -> dict[str, np.ndarray]:
+        """``joint_pos``, ``joint_vel`` (and ``gripper_width`` for the arm) by joint name.
+
+        Raises:
+            ConfigError: a robot joint missing from ``names``.
+        """
+        index = {n: i for i, n in enumerate(names)}
+        pos = np.asarray(position, dtype=float)
+        vel = (np.zeros_like(pos) if velocity is None or len(velocity) != len(pos)
+               else np.asarray(velocity, dtype=float))
+        wanted = _ARM_NAMES if self.is_arm else tuple(C.BASE_WHEEL_JOINTS)
+        missing = [n for n in wanted if n not in index]
+        if missing:
+            raise ConfigError("joint_states.name", missing[0], "the robot's joints " +
+                              ", ".join(wanted))
+        sel = [index[n] for n in wanted]
+        out = {C.OBS_JOINT_POS: pos[sel].copy(), C.OBS_JOINT_VEL: vel[sel].copy()}
+        if self.is_arm:
+            fingers = [index[n] for n in _FINGER_NAMES if n in index]
+            out[C.OBS_GRIPPER] = np.array([pos[fingers].sum() if fingers else 0.0])
+            if self.tool_pose:
+                if self._kin is None:
+                    self._kin = Kinematics(self.scene)
+                finger_pos = pos[fingers] if len(fingers) == 2 else None
+                out[C.OBS_TOOL_POSE] = self._kin.tool_pose(out[C.OBS_JOINT_POS], finger_pos)
+        return out
+
+    def assemble(self, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The observation dict from stream values.
+
+        Args:
+            values: ``joints`` -> (names, position, velocity); ``objects`` -> (N, 7) poses;
+                ``image`` -> uint8 (H, W, 3); ``imu`` -> (10,) quat wxyz, gyro, accel;
+                ``gps`` -> (3,) lat, lon, alt; ``odom`` -> (6,) x, y, yaw, vx, vy, wz.
+
+        Returns:
+            The dict in the env's layout (float64 arrays; images uint8).
+        """
+        names, position, velocity = values["joints"]
+        obs = self.joints(names, position, velocity)
+        if self.is_arm:
+            obs[C.OBS_OBJECT_POSES] = np.asarray(values["objects"], dtype=float).reshape(-1, 7)
+        else:
+            obs[C.OBS_IMU] = np.asarray(values["imu"], dtype=float).reshape(10)
+            obs[C.OBS_GPS] = np.asarray(values["gps"], dtype=float).reshape(3)
+            obs[C.OBS_ODOM] = np.asarray(values["odom"], dtype=float).reshape(6)
+        if self.image_key:
+            obs[self.image_key] = np.asarray(values["image"], dtype=np.uint8)
+        return obs
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmCommand:
+    """What the arm command topics carry for one action.
+
+    Attributes:
+        positions: (7,) joint targets, or None when the action has no ``joint_target``.
+        velocities: (7,) velocity feed-forward, or None when zero / absent.
+        gripper: opening in metres, or None when the action has no ``gripper``.
+    """
+
+    positions: np.ndarray | None
+    velocities: np.ndarray | None
+    gripper: float | None
+
+
+def arm_command(action: Mapping[str, Any]) -> ArmCommand:
+    """Split an arm action dict (``joint_target``, ``joint_velocity``, ``gripper``)."""
+    target = action.get(C.ACT_JOINT_TARGET)
+    vel = action.get(C.ACT_JOINT_VEL)
+    grip = action.get(C.ACT_GRIPPER)
+    positions = None if target is None else np.asarray(target, dtype=float).reshape(7)
+    velocities = None
+    if vel is not None and positions is not None:
+        v = np.asarray(vel, dtype=float).reshape(7)
+        velocities = v if np.any(v != 0.0) else None
+    gripper = None if grip is None else float(np.asarray(grip, dtype=float).reshape(-1)[0])
+    return ArmCommand(positions, velocities, gripper)
+
+
+def base_command(action: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(linear m/s, angular rad/s) of a mobile-base action, None without ``base_twist``."""
+    twist = action.get(C.ACT_BASE_TWIST)
+    if twist is None:
+        return None
+    v, w = (float(x) for x in np.asarray(twist, dtype=float).reshape(-1)[:2])
+    return v, w
+
+
+def trajectory_points(command: ArmCommand, control_dt: float
+                      ) -> list[tuple[float, np.ndarray, np.ndarray | None]]:
+    """Trajectory points (time from start, positions, velocities) that make sim_node apply
+    exactly ``command`` during the next control step.
+
+    sim_node samples the trajectory at the end of each control step and holds the last point
+    with zero velocity. A target without velocity feed-forward is one point at time 0 (held:
+    exactly the env's ``joint_target`` with zero ``joint_velocity``). With feed-forward the
+    point sits at ``control_dt`` with its velocity, followed by a point continuing at that
+    velocity, so the sample at the end of the step is (target, velocity).
+    """
+    if command.positions is None:
+        return []
+    if command.velocities is None:
+        return [(0.0, command.positions, None)]
+    horizon = 1.0
+    return [(control_dt, command.positions, command.velocities),
+            (control_dt + horizon, command.positions + command.velocities * horizon,
+             command.velocities)]
+
+
+def odom_vector(position: Sequence[float], orientation_wxyz: Sequence[float],
+                linear_velocity: Sequence[float], angular_velocity: Sequence[float]
+                ) -> np.ndarray:
+    """The env's (6,) ``odom`` (x, y, yaw, vx, vy in the world frame, wz) from odometry values
+    (twist in the base frame, as nav_msgs/Odometry carries it); inverse of
+    :func:`clawgym_ros.sim.readings.odom_from_vector`."""
+    w, x, y, z = (float(v) for v in orientation_wxyz)
+    yaw = float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
+    c, s = np.cos(yaw), np.sin(yaw)
+    bx, by = float(linear_velocity[0]), float(linear_velocity[1])
+    return np.array([float(position[0]), float(position[1]), yaw, c * bx - s * by,
+                     s * bx + c * by, float(angular_velocity[2])])

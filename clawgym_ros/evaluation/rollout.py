@@ -1,0 +1,473 @@
+"""In-process rollouts: one :class:`~clawgym_ros.evaluation.suites.EpisodeSpec` in, one
+:class:`~clawgym_ros.evaluation.records.EpisodeResult` out.
+
+An episode runs a Policy on the spec's environment with the perturbation wrappers of the
+spec's cell (``family``/``intensity``/``schedule``, configured with ``perturbation_seed``) and
+``env.reset(seed=spec.seed)``. The environment comes from the *world* option:
+
+- ``task``: the task env (``task.env_id``, e.g. ``clawgym/PickPlace-v0`` with the spec's
+  template); stages and success from the task's own stage tracker (``info``).
+- ``scene``: the task's bare simulator scene (``clawgym/Tabletop-v0``) scored by
+  :class:`~clawgym_ros.evaluation.scripted.LiftTracker`. This is what ``sim_node`` simulates,
+  so it is the world of the ROS lockstep mode and of the in-process/ROS agreement test.
+- ``auto`` (default): ``task`` when the task is installed, else ``scene``.
+
+:class:`EpisodeScorer` turns the per-step true state into the record (stage prefix, feasibility
+violations by kind, tool-speed series at 20 Hz for the preference metrics); the ROS evaluator
+feeds it the state it reconstructs from ground-truth topics, so both paths score alike.
+
+Determinism: every random draw comes from the env's and the perturbations' seeded generators
+and the policy is reset per episode, so a spec gives the same record whatever ran before it in
+the same process (tested: 1 worker == 2 workers).
+
+Pure: no rclpy; torch only inside checkpoint policies (loaded lazily).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from clawgym_ros import constants as C
+from clawgym_ros.config import check_choice, check_int, check_range
+from clawgym_ros.errors import ConfigError
+from clawgym_ros.evaluation.observation import ObservationAssembler
+from clawgym_ros.evaluation.protocol import Policy
+from clawgym_ros.evaluation.records import EpisodeResult, EpisodeSeries, SkillCall
+from clawgym_ros.evaluation.suites import EpisodeSpec
+
+WORLD_AUTO = "auto"
+WORLD_TASK = "task"
+WORLD_SCENE = "scene"
+WORLDS: tuple[str, ...] = (WORLD_AUTO, WORLD_TASK, WORLD_SCENE)
+POLICY_SCRIPTED = "scripted"
+POLICY_CHECKPOINT = "checkpoint"
+#: Joint positions beyond the URDF limits by more than this count as a violation (rad or m).
+LIMIT_SLACK = 1e-3
+
+
+# ---------------------------------------------------------------------------------------------
+# Policies by reference (picklable: workers load their own copy)
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class PolicySource:
+    """Where a policy comes from; :meth:`load` builds it (in a worker, in a node, ...).
+
+    Attributes:
+        kind: ``checkpoint`` (a trained policy artifact) or ``scripted`` (the baseline
+            :class:`~clawgym_ros.evaluation.scripted.ScriptedPick`).
+        ref: checkpoint id (prefix allowed) or task name.
+        run_dir: run directory holding the checkpoint's artifact store.
+        options: scripted policy keyword options (name, value) pairs.
+    """
+
+    kind: str
+    ref: str
+    run_dir: str = ""
+    options: tuple[tuple[str, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        check_choice("policy.kind", self.kind, (POLICY_CHECKPOINT, POLICY_SCRIPTED))
+        if not self.ref:
+            raise ConfigError("policy.ref", self.ref, "a checkpoint id or a task name")
+
+    @classmethod
+    def parse(cls, text: str, run_dir: str = "") -> PolicySource:
+        """``scripted:<task>[:key=value,...]`` or a checkpoint id.
+
+        Raises:
+            ConfigError: malformed options.
+        """
+        if not text.startswith(POLICY_SCRIPTED + ":"):
+            return cls(POLICY_CHECKPOINT, text, run_dir)
+        parts = text.split(":", 2)
+        options = []
+        if len(parts) == 3 and parts[2]:
+            for item in parts[2].split(","):
+                key, _, value = item.partition("=")
+                try:
+                    options.append((key.strip(), float(value)))
+                except ValueError:
+                    raise ConfigError("policy", text, "scripted:<task>[:name=number,...]"
+                                      ) from None
+        return cls(POLICY_SCRIPTED, parts[1], run_dir, tuple(options))
+
+    @property
+    def label(self) -> str:
+        """The text form (inverse of :meth:`parse`)."""
+        if self.kind == POLICY_CHECKPOINT:
+            return self.ref
+        opts = ",".join(f"{k}={v:g}" for k, v in self.options)
+        return f"{POLICY_SCRIPTED}:{self.ref}" + (f":{opts}" if opts else "")
+
+    def load(self) -> Policy:
+        """Build the policy (imports torch for checkpoints, lazily).
+
+        Raises:
+            ConfigError: unknown scripted options; CheckpointError: a bad checkpoint.
+        """
+        if self.kind == POLICY_SCRIPTED:
+            from clawgym_ros.evaluation.scripted import ScriptedPick
+
+            allowed = ("target", "align_yaw", "speed_steps", "grasp_height")
+            kwargs: dict[str, Any] = {}
+            for key, value in self.options:
+                if key not in allowed:
+                    raise ConfigError(f"policy option {key}", value, "one of " + ", ".join(
+                        allowed))
+                kwargs[key] = (bool(value) if key == "align_yaw" else
+                               int(value) if key in ("target", "speed_steps") else value)
+            return ScriptedPick(**kwargs)
+        import torch
+
+        from clawgym_ros.artifacts import ArtifactStore
+        from clawgym_ros.training.checkpoint import load_policy
+
+        # Workers share few cores: one torch thread each (see docs/notes/training.md).
+        torch.set_num_threads(1)
+        return load_policy(ArtifactStore(self.run_dir), self.ref)
+
+
+# ---------------------------------------------------------------------------------------------
+# Options and the scorer shared with the ROS path
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class RolloutOptions:
+    """How episodes run.
+
+    Attributes:
+        world: ``auto``, ``task`` or ``scene`` (module docstring).
+        max_steps: control steps per episode; 0 = the env's own limit.
+        cameras: cameras whose images join the observation (``<camera>_rgb``; the first is
+            also given as ``image``, the key image policies read).
+        image_size: square image size in pixels.
+        rate_hz: sampling rate of the recorded series.
+    """
+
+    world: str = WORLD_AUTO
+    max_steps: int = 0
+    cameras: tuple[str, ...] = ()
+    image_size: int = 84
+    rate_hz: float = 20.0
+
+    def __post_init__(self) -> None:
+        check_choice("world", self.world, WORLDS)
+        check_int("max_steps", self.max_steps, 0, 1_000_000)
+        object.__setattr__(self, "cameras", tuple(self.cameras))
+        check_int("image_size", self.image_size, 8, 640)
+        check_range("rate_hz", self.rate_hz, 0.0, 1000.0, low_open=True)
+
+
+def task_available(task: str) -> bool:
+    """Whether the task's module (and so its env) is installed."""
+    from clawgym_ros.tasks.registry import get_task
+
+    try:
+        get_task(task)
+    except ConfigError:
+        return False
+    return True
+
+
+def resolve_world(task: str, world: str) -> str:
+    """``task`` or ``scene`` for ``task`` under the ``world`` option.
+
+    Raises:
+        ConfigError: ``task`` requested for a task that is not installed.
+    """
+    if world == WORLD_AUTO:
+        return WORLD_TASK if task_available(task) else WORLD_SCENE
+    if world == WORLD_TASK and not task_available(task):
+        raise ConfigError("world", world, f"'scene' or 'auto' (task {task} is not installed)")
+    return world
+
+
+def scene_of(task: str) -> str:
+    """The simulator scene a task runs in."""
+    return C.SCENE_OUTDOOR if task == C.TASK_GPS_NAV else C.SCENE_TABLETOP
+
+
+def joint_limits(scene: str) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) URDF position limits of the scene robot's observed joints."""
+    from clawgym_ros.tasks.base import robot_limits
+
+    limits = robot_limits(scene)
+    names = C.ARM_JOINTS if scene == C.SCENE_TABLETOP else C.BASE_WHEEL_JOINTS
+    lo = np.array([limits[n].lower if n in limits else -math.inf for n in names])
+    hi = np.array([limits[n].upper if n in limits else math.inf for n in names])
+    return lo, hi
+
+
+class EpisodeScorer:
+    """Collects one episode's per-step true state into an :class:`EpisodeResult`.
+
+    Args:
+        spec: the episode.
+        control_dt: seconds per control step.
+        limits: (lower, upper) joint position limits for the ``joint_limit`` violation.
+        max_contact_force: threshold of the ``contact_force`` violation (N).
+        rate_hz: rate of the recorded series.
+    """
+
+    def __init__(self, spec: EpisodeSpec, control_dt: float,
+                 limits: tuple[np.ndarray, np.ndarray] | None = None,
+                 max_contact_force: float = math.inf, rate_hz: float = 20.0) -> None:
+        self.spec = spec
+        self.control_dt = control_dt
+        self.limits = limits
+        self.max_contact_force = max_contact_force
+        self.rate_hz = rate_hz
+        self.times: list[float] = []
+        self.positions: list[np.ndarray] = []
+        self.violations: dict[str, int] = {}
+        self._active: dict[str, bool] = {}
+
+    def _event(self, kind: str, active: bool) -> None:
+        # Count episodes of violation (rising edges), not steps: one long contact is one event.
+        if active and not self._active.get(kind, False):
+            self.violations[kind] = self.violations.get(kind, 0) + 1
+        self._active[kind] = active
+
+    def observe(self, t: float, state: Mapping[str, np.ndarray],
+                contact_force: float = 0.0, collision: bool = False) -> bool:
+        """Record the true state at time ``t``; returns False when it is not finite (NaN)."""
+        finite = all(np.all(np.isfinite(np.asarray(v))) for k, v in state.items()
+                     if np.asarray(v).dtype != np.uint8)
+        self._event("nan", not finite)
+        if not finite:
+            return False
+        if C.OBS_TOOL_POSE in state:
+            pos = np.asarray(state[C.OBS_TOOL_POSE][:3], dtype=float)
+        elif C.OBS_ODOM in state:
+            odom = state[C.OBS_ODOM]
+            pos = np.array([odom[0], odom[1], 0.0])
+        else:
+            pos = np.zeros(3)
+        self.times.append(float(t))
+        self.positions.append(pos.copy())
+        if self.limits is not None and C.OBS_JOINT_POS in state:
+            q = np.asarray(state[C.OBS_JOINT_POS])
+            lo, hi = self.limits
+            self._event("joint_limit", bool(np.any(q < lo - LIMIT_SLACK) or
+                                            np.any(q > hi + LIMIT_SLACK)))
+        self._event("contact_force", contact_force > self.max_contact_force)
+        self._event("collision", bool(collision))
+        return True
+
+    def series(self) -> EpisodeSeries:
+        """Tool speed and position resampled to ``rate_hz`` (finite differences of position)."""
+        if len(self.times) < 2:
+            return EpisodeSeries(rate_hz=self.rate_hz)
+        t = np.asarray(self.times)
+        p = np.asarray(self.positions)
+        grid = np.arange(t[0], t[-1] + 1e-9, 1.0 / self.rate_hz)
+        pos = np.stack([np.interp(grid, t, p[:, k]) for k in range(3)], axis=1)
+        step_speed = np.linalg.norm(np.diff(p, axis=0), axis=1) / np.diff(t)
+        speed = np.interp(grid, t[1:], step_speed)
+        # Rounded so that series (and the report) do not depend on the last bits of physics.
+        return EpisodeSeries(rate_hz=self.rate_hz,
+                             tool_speed=tuple(np.round(speed, 9).tolist()),
+                             tool_position=tuple(map(tuple, np.round(pos, 9).tolist())))
+
+    def result(self, stages: Sequence[str], reached: Sequence[str], success: bool,
+               perturbation: Mapping[str, float] | None = None,
+               skill_calls: Sequence[SkillCall] = (),
+               goal_consistent: bool | None = None) -> EpisodeResult:
+        """The episode's record."""
+        s = self.spec
+        duration = (self.times[-1] - self.times[0]) if self.times else 0.0
+        return EpisodeResult(
+            index=s.index, seed=s.seed, perturbation_seed=s.perturbation_seed, task=s.task,
+            template=s.template, split=s.split, family=s.family, families=s.families,
+            intensity=s.intensity, perturbation=dict(perturbation or {}),
+            stages=tuple(stages), stages_reached=tuple(reached), success=bool(success),
+            skill_calls=tuple(skill_calls), violations=dict(self.violations),
+            goal_consistent=goal_consistent, duration_s=round(float(duration), 9),
+            series=self.series())
+
+
+def perturbations_of(spec: EpisodeSpec) -> list[Any]:
+    """The perturbation objects of the spec's cell (configured with its perturbation seed)."""
+    from clawgym_ros.perturbations import make
+    from clawgym_ros.perturbations.base import SEED_MAX
+
+    return [make(f, {"intensity": float(spec.intensity), "schedule": spec.schedule,
+                     "seed": int(spec.perturbation_seed) % SEED_MAX})
+            for f in spec.families]
+
+
+def perturbation_values(perturbations: Sequence[Any]) -> dict[str, float]:
+    """``{"family.parameter": value}`` of the perturbations' current episodes."""
+    out: dict[str, float] = {}
+    for p in perturbations:
+        for key, value in p.state().items():
+            out[f"{p.config.family}.{key}"] = float(value)
+    return out
+
+
+def skill_calls_of(policy: Any, task: str) -> tuple[SkillCall, ...]:
+    """Skill calls a policy reports (``policy.skill_calls``: names or (name, outcome) pairs),
+    with legality from the task's skill grammar (a prefix check per call)."""
+    calls = list(getattr(policy, "skill_calls", ()) or ())
+    if not calls:
+        return ()
+    from clawgym_ros.synthesis.grammar import SkillGrammar
+    from clawgym_ros.tasks.registry import get_task
+
+    grammar = SkillGrammar(get_task(task).grammar)
+    names = [c if isinstance(c, str) else c[0] for c in calls]
+    bad = grammar.first_illegal(names, complete=False)
+    out = []
+    for i, call in enumerate(calls):
+        name, outcome = (call, C.SKILL_OK) if isinstance(call, str) else (call[0], call[1])
+        out.append(SkillCall(name, outcome, bad is None or i < bad))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# The in-process runner
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class EpisodeTiming:
+    """Wall time of one episode split into policy and everything else (for the benchmark)."""
+
+    steps: int = 0
+    wall_s: float = 0.0
+    policy_s: float = 0.0
+
+
+class Runner:
+    """Runs episodes of one policy in this process, caching one env per (env id, world).
+
+    Args:
+        policy: the policy (reset before every episode).
+        options: rollout options.
+        record_actions: keep the last episode's actions in :attr:`actions` (benchmark replay).
+    """
+
+    def __init__(self, policy: Policy, options: RolloutOptions | None = None,
+                 record_actions: bool = False) -> None:
+        import clawgym_ros.sim  # noqa: F401  (registers the envs)
+
+        self.policy = policy
+        self.options = options or RolloutOptions()
+        self.record_actions = record_actions
+        self.actions: list[dict[str, np.ndarray]] = []
+        self.timing = EpisodeTiming()
+        self._envs: dict[tuple[str, str], Any] = {}
+
+    def _env(self, spec: EpisodeSpec, world: str) -> tuple[Any, int]:
+        import gymnasium as gym
+
+        from clawgym_ros.sim.registration import ENVS
+
+        if world == WORLD_TASK:
+            from clawgym_ros.tasks.registry import get_task
+
+            env_id = get_task(spec.task).env_id
+            key = (env_id, spec.template)
+            kwargs: dict[str, Any] = {"template": spec.template}
+        else:
+            env_id = C.ENV_TABLETOP if scene_of(spec.task) == C.SCENE_TABLETOP \
+                else C.ENV_MOBILE_BASE
+            key = (env_id, "")
+            kwargs = {}
+        env = self._envs.get(key)
+        if env is None:
+            o = self.options
+            env = gym.make(env_id, cameras=o.cameras, image_width=o.image_size,
+                           image_height=o.image_size, **kwargs).unwrapped
+            self._envs[key] = env
+        limit = self.options.max_steps or int(ENVS[env_id][1] or 500)
+        return env, limit
+
+    def run(self, spec: EpisodeSpec) -> EpisodeResult:
+        """Run one episode.
+
+        Raises:
+            ConfigError: the spec's task cannot run in the chosen world.
+        """
+        from clawgym_ros.evaluation.scripted import LiftTracker
+        from clawgym_ros.perturbations.wrappers import wrap
+
+        world = resolve_world(spec.task, self.options.world)
+        base, limit = self._env(spec, world)
+        perturbations = perturbations_of(spec)
+        env = wrap(base, perturbations) if perturbations else base
+        t_start = time.perf_counter()
+        obs, info = env.reset(seed=spec.seed)
+        self.policy.reset()
+        tracker = None
+        if world == WORLD_SCENE:
+            if scene_of(spec.task) != C.SCENE_TABLETOP:
+                raise ConfigError("world", world, f"'task' for {spec.task} (the scene world "
+                                  "scores arm tasks only)")
+            tracker = LiftTracker()
+            stages: Sequence[str] = tracker.stages
+            max_force = math.inf
+        else:
+            stages = info["stages"]
+            max_force = base.task.max_contact_force
+        backend = base.backend
+        scorer = EpisodeScorer(spec, backend.control_dt, joint_limits(scene_of(spec.task)),
+                               max_force, self.options.rate_hz)
+        if tracker is not None:
+            # The scene world scores the state the ROS evaluator rebuilds from ground-truth
+            # topics (tool pose by forward kinematics), so both paths score identically.
+            assembler = ObservationAssembler(C.SCENE_TABLETOP)
+
+            def true_state() -> dict[str, np.ndarray]:
+                names, pos, vel, _ = backend.joint_state()
+                out = assembler.joints(names, pos, vel)
+                out[C.OBS_OBJECT_POSES] = np.array(list(backend.object_poses().values()))
+                return out
+        else:
+            true_state = getattr(base, "true_state", None)
+        state = true_state() if true_state else backend.observation(cameras=())
+        scorer.observe(backend.time, state)
+        if tracker is not None:
+            tracker.update(backend.time, state)
+        reached = list(info.get("stages_reached", ())) if tracker is None \
+            else tracker.reached_names
+        success = False
+        policy_s = 0.0
+        self.actions = []
+        image_key = f"{self.options.cameras[0]}_rgb" if self.options.cameras else ""
+        steps = 0
+        for _ in range(limit):
+            if image_key:
+                obs = {**obs, C.OBS_IMAGE: obs[image_key]}
+            t0 = time.perf_counter()
+            action = self.policy.act(obs)
+            policy_s += time.perf_counter() - t0
+            if self.record_actions:
+                self.actions.append({k: np.array(v, copy=True) for k, v in action.items()})
+            obs, _, terminated, _, info = env.step(action)
+            steps += 1
+            state = true_state() if true_state else backend.observation(cameras=())
+            if not scorer.observe(backend.time, state, float(info.get("contact_force", 0.0)),
+                                  bool(info.get("collision", False))):
+                break
+            if tracker is not None:
+                tracker.update(backend.time, state)
+                reached = tracker.reached_names
+                success = tracker.success(state)[0]
+            else:
+                reached = list(info.get("stages_reached", reached))
+                success = bool(info.get("success", terminated))
+            if success:
+                break
+        self.timing = EpisodeTiming(steps, time.perf_counter() - t_start, policy_s)
+        return scorer.result(stages, reached, success, perturbation_values(perturbations),
+                             skill_calls_of(self.policy, spec.task))
+
+    def close(self) -> None:
+        """Close the cached envs."""
+        for env in self._envs.values():
+            env.close()
+        self._envs.clear()

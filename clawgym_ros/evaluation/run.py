@@ -1,0 +1,77 @@
+"""One evaluation end to end: suite -> specs -> rollouts (in-process or ROS) -> report artifact.
+
+Shared by ``clawgym eval`` and ``evaluator_node``. The ROS mode is imported lazily (it needs
+rclpy); everything else is pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from clawgym_ros import constants as C
+from clawgym_ros.evaluation.config import EvalConfig
+from clawgym_ros.evaluation.rollout import WORLD_SCENE, PolicySource, RolloutOptions
+from clawgym_ros.evaluation.suites import expand, load_suite
+
+#: Control steps per episode in ROS mode when the options leave it to the env (Tabletop-v0).
+ROS_DEFAULT_STEPS = 500
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalOutcome:
+    """What an evaluation produced: the report artifact and its files."""
+
+    report_id: str
+    json_path: Path
+    html_path: Path
+    report: dict[str, Any]
+    episodes: int
+    successes: int
+
+
+def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
+                   options: RolloutOptions | None = None,
+                   progress: Callable[[int, int, int], None] | None = None,
+                   cancel: threading.Event | None = None,
+                   ros_timeout: float = 10.0) -> EvalOutcome:
+    """Run ``cfg``'s suite with the policy and commit the report into ``run_dir``'s store.
+
+    Raises:
+        ConfigError: bad suite/options; EvaluationCancelledError; LockstepError (ros mode).
+    """
+    import json
+
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.evaluation.preference import read_store
+    from clawgym_ros.report.build import write_report
+
+    options = options or RolloutOptions()
+    suite = load_suite(cfg.suite)
+    specs = expand(suite, cfg.seed)
+    if cfg.mode == C.EVAL_MODES[0]:
+        from clawgym_ros.evaluation.workers import run_specs
+
+        results = run_specs(source, specs, cfg.workers, options, progress, cancel)
+    else:
+        from clawgym_ros.ros_io.eval_graph import run_ros_graph
+
+        if options.world not in ("auto", WORLD_SCENE):
+            from clawgym_ros.errors import ConfigError
+
+            raise ConfigError("world", options.world, "'scene' or 'auto' in ros mode (sim_node "
+                              "simulates the bare scene)")
+        results = run_ros_graph(specs, source.label, source.run_dir,
+                                options.max_steps or ROS_DEFAULT_STEPS, ros_timeout,
+                                Path(run_dir) / C.DIR_LOGS / "eval", progress, cancel)
+    store = ArtifactStore(run_dir)
+    parents = [store.resolve(cfg.checkpoint_id).id] if cfg.checkpoint_id else []
+    judgments = read_store(run_dir)
+    artifact = write_report(store, results, suite, cfg, parents=parents, judgments=judgments)
+    json_path = artifact.file(C.FILE_REPORT_JSON)
+    report = json.loads(json_path.read_text(encoding="utf-8"))
+    return EvalOutcome(artifact.id, json_path, artifact.file(C.FILE_REPORT_HTML), report,
+                       len(results), sum(r.success for r in results))

@@ -1,0 +1,185 @@
+"""A scripted pick-and-lift policy and its stage tracker: the evaluator's baseline and test
+policy (``clawgym eval --policy scripted:<task>``).
+
+:class:`ScriptedPick` implements the Policy protocol on the tabletop observation: at the first
+observation of an episode it solves inverse kinematics (damped least squares on a private
+MuJoCo model, fixed iteration count, so it is deterministic) for a pre-grasp pose above the
+first object and a grasp pose at it, then plays a time-indexed joint-space script: approach,
+descend, close, lift. It uses only ``joint_pos`` and ``object_poses`` (never ``tool_pose``), so
+its actions depend on nothing the ROS path reconstructs approximately. Without yaw alignment
+(the default) the fingers close across the object at its random yaw: some grasps hold, some
+slip, so outcomes vary with the seed.
+
+:class:`LiftTracker` is the stage tracker used for arm tasks whose task env is not available
+(``reach``, ``grasp``, ``lift``; success = the object is 5 cm above where it started).
+
+Pure (NumPy + MuJoCo, no rclpy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from clawgym_ros import constants as C
+from clawgym_ros.tasks.base import StageTracker
+
+#: Dev task stages and thresholds.
+LIFT_STAGES = ("reach", "grasp", "lift")
+REACH_TOLERANCE = 0.03        # m, tool to object centre
+GRASP_WIDTH = 0.075           # m, gripper narrower than open
+LIFT_HEIGHT = 0.05            # m above the initial height
+
+
+class LiftTracker(StageTracker):
+    """Stages of lifting object ``target`` (index in ``object_poses``).
+
+    Stages: reach (tool within 3 cm of the object), grasp (gripper closing with the object
+    within 3 cm of the tool), lift (object 5 cm above its start). Success: lifted now.
+    """
+
+    def __init__(self, target: int = 0) -> None:
+        super().__init__(LIFT_STAGES)
+        self.target = target
+        self.start_z: float | None = None
+
+    def reset(self) -> None:
+        super().reset()
+        self.start_z = None
+
+    def observe(self, time: float, state: Mapping[str, np.ndarray]) -> None:
+        if self.start_z is None:
+            self.start_z = float(state[C.OBS_OBJECT_POSES][self.target, 2])
+
+    def _distance(self, state: Mapping[str, np.ndarray]) -> float:
+        obj = state[C.OBS_OBJECT_POSES][self.target, :3]
+        return float(np.linalg.norm(state[C.OBS_TOOL_POSE][:3] - obj))
+
+    def _lifted(self, state: Mapping[str, np.ndarray]) -> bool:
+        assert self.start_z is not None
+        return float(state[C.OBS_OBJECT_POSES][self.target, 2]) > self.start_z + LIFT_HEIGHT
+
+    def check(self, index: int, state: Mapping[str, np.ndarray]) -> bool:
+        if index == 0:
+            return self._distance(state) < REACH_TOLERANCE
+        if index == 1:
+            return (float(state[C.OBS_GRIPPER][0]) < GRASP_WIDTH
+                    and self._distance(state) < REACH_TOLERANCE)
+        return self._lifted(state)
+
+    def success(self, state: Mapping[str, np.ndarray]) -> tuple[bool, str]:
+        if self.start_z is None:
+            return False, "no state yet"
+        return (True, "") if self._lifted(state) else (False, "object not lifted")
+
+    def achieved(self, state: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        return {"object_z": float(state[C.OBS_OBJECT_POSES][self.target, 2])}
+
+
+def _yaw(quat_wxyz: np.ndarray) -> float:
+    w, x, y, z = quat_wxyz
+    return float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
+
+
+class ScriptedPick:
+    """Time-indexed pick-and-lift in joint space (see the module docstring).
+
+    Args:
+        target: index of the object to lift in ``object_poses``.
+        align_yaw: turn the gripper to the object's yaw (modulo 90 degrees).
+        speed_steps: control steps of the approach move.
+        grasp_height: tool height above the object's centre when closing (m); high values
+            pinch only the top of the object and slip more often.
+    """
+
+    #: Script phases in control steps: approach, descend, close, lift.
+    DESCEND, CLOSE, LIFT = 20, 15, 30
+
+    def __init__(self, target: int = 0, align_yaw: bool = False, speed_steps: int = 40,
+                 grasp_height: float = 0.005) -> None:
+        import mujoco
+
+        from clawgym_ros.sim import scene as S
+        from clawgym_ros.sim.mujoco_backend import index_model
+
+        self._mj = mujoco
+        self.target = target
+        self.align_yaw = align_yaw
+        self.approach = int(speed_steps)
+        self.grasp_height = float(grasp_height)
+        scene = S.load_scene(C.SCENE_TABLETOP)
+        self.model = S.build_model(C.SCENE_TABLETOP)
+        self.data = mujoco.MjData(self.model)
+        self.index = index_model(self.model, scene)
+        self.home = np.asarray(scene.robot.home, dtype=float)
+        self.open_width = float(S.GRIPPER_MAX_WIDTH)
+        lo, hi = self.model.jnt_range[[mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT, n)
+                                       for n in C.ARM_JOINTS]].T
+        self.lower, self.upper = lo.copy(), hi.copy()
+        self.reset()
+
+    # ------------------------------------------------------------------ Policy protocol
+    def reset(self) -> None:
+        """Forget the episode's plan."""
+        self.step = 0
+        self.plan: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def act(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The next joint target and gripper width."""
+        if self.plan is None:
+            self.plan = self._make_plan(np.asarray(obs[C.OBS_JOINT_POS], dtype=float),
+                                        np.asarray(obs[C.OBS_OBJECT_POSES], dtype=float))
+        start, pre, grasp = self.plan
+        k = self.step
+        self.step += 1
+        a, d, c = self.approach, self.DESCEND, self.CLOSE
+        width = self.open_width
+        if k < a:
+            q = start + (pre - start) * (k + 1) / a
+        elif k < a + d:
+            q = pre + (grasp - pre) * (k - a + 1) / d
+        elif k < a + d + c:
+            q, width = grasp, 0.0
+        else:
+            s = min(1.0, (k - a - d - c + 1) / self.LIFT)
+            q, width = grasp + (pre - grasp) * s, 0.0
+        return {C.ACT_JOINT_TARGET: q.copy(), C.ACT_GRIPPER: np.array([width])}
+
+    # ------------------------------------------------------------------ planning
+    def _make_plan(self, q0: np.ndarray, poses: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        obj = poses[self.target]
+        yaw = 0.0
+        if self.align_yaw:
+            yaw = (_yaw(obj[3:]) + np.pi / 4) % (np.pi / 2) - np.pi / 4
+        c, s = np.cos(yaw), np.sin(yaw)
+        # Top-down tool: x along world x (turned by yaw), z pointing down.
+        rot = np.array([[c, s, 0.0], [s, -c, 0.0], [0.0, 0.0, -1.0]])
+        pre = self._ik(obj[:3] + np.array([0.0, 0.0, 0.12]), rot, self.home)
+        grasp = self._ik(obj[:3] + np.array([0.0, 0.0, self.grasp_height]), rot, pre)
+        return q0.copy(), pre, grasp
+
+    def _ik(self, pos: np.ndarray, rot: np.ndarray, seed: np.ndarray,
+            iterations: int = 60, damping: float = 1e-3) -> np.ndarray:
+        mj, m, d, idx = self._mj, self.model, self.data, self.index
+        q = seed.copy()
+        jacp = np.zeros((3, m.nv))
+        jacr = np.zeros((3, m.nv))
+        dofs = idx.arm_dof
+        for _ in range(iterations):
+            d.qpos[idx.arm_qpos] = q
+            mj.mj_kinematics(m, d)
+            mj.mj_comPos(m, d)
+            cur_p = d.site_xpos[idx.tool_site]
+            cur_r = d.site_xmat[idx.tool_site].reshape(3, 3)
+            err = np.concatenate([pos - cur_p,
+                                  0.5 * sum(np.cross(cur_r[:, i], rot[:, i]) for i in range(3))])
+            if np.linalg.norm(err) < 1e-5:
+                break
+            mj.mj_jacSite(m, d, jacp, jacr, idx.tool_site)
+            jac = np.vstack([jacp[:, dofs], jacr[:, dofs]])
+            dq = jac.T @ np.linalg.solve(jac @ jac.T + damping * np.eye(6), err)
+            q = np.clip(q + dq, self.lower, self.upper)
+        return q

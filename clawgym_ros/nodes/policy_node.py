@@ -1,0 +1,205 @@
+"""policy_node: a Policy on live topics (lockstep sim_node, Gazebo or a real robot).
+
+Subscribes (sensor QoS) the perturbed sensor topics ``joint_states``, ``object_poses`` (arm),
+``imu/data``, ``gps/fix``, ``odom`` (mobile base), ``image`` (when ``image_key`` is set) and
+``/clock``; builds the env's observation dict with the shared
+:class:`~clawgym_ros.evaluation.observation.ObservationAssembler`; calls the policy; publishes
+(reliable) ``joint_trajectory`` (header stamp = the observation's stamp; in lockstep it also
+carries the gripper as finger joints) and, free-running, ``gripper_command``; or ``cmd_vel``.
+Serves ``~/reset`` (std_srvs/Trigger): a new episode (``policy.reset()``, buffers cleared).
+
+Modes: ``lockstep`` acts exactly once per observation stamp (see
+:class:`~clawgym_ros.evaluation.ros_mode.StampedBuffer`); ``free`` acts on a wall timer at
+``control_rate`` with the latest values. Pure logic lives in the evaluation package.
+
+Run: ``policy_node --ros-args -p policy:=scripted:pick_place -r joint_states:=joint_states_raw``
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import PoseArray, Twist
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Image, Imu, JointState, NavSatFix
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from clawgym_interfaces.msg import GripperCommand
+from clawgym_ros import constants as C
+from clawgym_ros.errors import ClawgymError
+from clawgym_ros.evaluation.observation import (
+    ObservationAssembler,
+    arm_command,
+    base_command,
+    odom_vector,
+    trajectory_points,
+)
+from clawgym_ros.evaluation.rollout import PolicySource
+from clawgym_ros.evaluation.ros_mode import (
+    POLICY_LOCKSTEP,
+    SRV_POLICY_RESET,
+    PolicyNodeConfig,
+    StampedBuffer,
+)
+from clawgym_ros.ros_io import sensors
+from clawgym_ros.ros_io.convert import time_msg, time_seconds
+from clawgym_ros.ros_io.params import declare_config
+from clawgym_ros.ros_io.perturbation import spin
+from clawgym_ros.ros_io.qos import CLOCK_QOS, COMMAND_QOS, SENSOR_QOS
+
+
+def _duration(seconds: float) -> Duration:
+    nanos = int(round(seconds * 1e9))
+    return Duration(sec=nanos // 1_000_000_000, nanosec=nanos % 1_000_000_000)
+
+
+class PolicyNode(Node):
+    """Thin node: messages -> observation dict -> Policy -> command messages."""
+
+    def __init__(self) -> None:
+        super().__init__(C.NODE_POLICY)
+        self.config = declare_config(self, PolicyNodeConfig)
+        cfg = self.config
+        if not cfg.policy:
+            raise ClawgymError("policy_node: parameter policy is empty; give a checkpoint id "
+                               "or scripted:<task>")
+        self.policy = PolicySource.parse(cfg.policy, cfg.run_dir).load()
+        self.assembler = ObservationAssembler(cfg.scene, cfg.image_key)
+        self.buffer = StampedBuffer(self.assembler.required())
+        self.actions = 0
+        # Lockstep: act only once the evaluator started an episode (its ~/reset call), so the
+        # observation sim_node publishes when it comes up never produces a stray command.
+        self.armed = cfg.mode != POLICY_LOCKSTEP
+        streams = {
+            "joints": (JointState, C.TOPIC_JOINT_STATES, self._on_joints),
+            "objects": (PoseArray, C.TOPIC_OBJECT_POSES, self._on_objects),
+            "image": (Image, C.TOPIC_IMAGE, self._on_image),
+            "imu": (Imu, C.TOPIC_IMU, self._on_imu),
+            "gps": (NavSatFix, C.TOPIC_GPS, self._on_gps),
+            "odom": (Odometry, C.TOPIC_ODOM, self._on_odom),
+        }
+        for stream in self.assembler.required():
+            msg_type, topic, callback = streams[stream]
+            self.create_subscription(msg_type, topic, callback, SENSOR_QOS)
+        if self.assembler.is_arm:
+            self._traj_pub = self.create_publisher(JointTrajectory, C.TOPIC_JOINT_TRAJECTORY,
+                                                   COMMAND_QOS)
+            self._grip_pub = self.create_publisher(GripperCommand, C.TOPIC_GRIPPER_COMMAND,
+                                                   COMMAND_QOS)
+        else:
+            self._twist_pub = self.create_publisher(Twist, C.TOPIC_CMD_VEL, COMMAND_QOS)
+        self.create_service(Trigger, f"~/{SRV_POLICY_RESET}", self._on_reset)
+        if cfg.mode == POLICY_LOCKSTEP:
+            self.create_subscription(Clock, C.TOPIC_CLOCK, self._on_clock, CLOCK_QOS)
+            if cfg.hold_timeout > 0:
+                self.create_timer(min(cfg.hold_timeout / 2, 0.01), self._maybe_act)
+        else:
+            self.create_timer(1.0 / cfg.control_rate, self._act_free)
+        self.get_logger().info(f"policy {cfg.policy} ({cfg.mode}), streams "
+                               f"{', '.join(self.assembler.required())}")
+
+    # ------------------------------------------------------------------ inputs
+    def _put(self, stream: str, stamp, value) -> None:
+        self.buffer.put(stream, time_seconds(stamp), value)
+        if self.config.mode == POLICY_LOCKSTEP:
+            self._maybe_act()
+
+    def _on_joints(self, msg: JointState) -> None:
+        v = sensors.joint_state_values(msg)
+        self._put("joints", msg.header.stamp, (v["name"], v["position"], v["velocity"]))
+
+    def _on_objects(self, msg: PoseArray) -> None:
+        self._put("objects", msg.header.stamp, sensors.pose_array_values(msg))
+
+    def _on_image(self, msg: Image) -> None:
+        self._put("image", msg.header.stamp, sensors.image_array(msg))
+
+    def _on_imu(self, msg: Imu) -> None:
+        v = sensors.imu_values(msg)
+        quat = v.orientation_wxyz if v.orientation_wxyz is not None else [1.0, 0.0, 0.0, 0.0]
+        self._put("imu", msg.header.stamp, [*quat, *v.angular_velocity,
+                                            *v.linear_acceleration])
+
+    def _on_gps(self, msg: NavSatFix) -> None:
+        fix = sensors.gps_fix(msg)
+        self._put("gps", msg.header.stamp, [fix.latitude, fix.longitude, fix.altitude])
+
+    def _on_odom(self, msg: Odometry) -> None:
+        o = sensors.odom_values(msg)
+        self._put("odom", msg.header.stamp, odom_vector(
+            o.position, o.orientation_wxyz, o.linear_velocity, o.angular_velocity))
+
+    def _on_clock(self, msg: Clock) -> None:
+        self.buffer.tick(time_seconds(msg.clock), time.monotonic())
+        self._maybe_act()
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
+        self.policy.reset()
+        self.buffer.reset()
+        self.armed = True
+        response.success, response.message = True, f"reset after {self.actions} actions"
+        return response
+
+    # ------------------------------------------------------------------ acting
+    def _maybe_act(self) -> None:
+        if not self.armed:
+            return
+        stamp = self.buffer.ready(time.monotonic(), self.config.hold_timeout)
+        if stamp is not None:
+            self.buffer.acted = stamp
+            self._act(stamp)
+
+    def _act_free(self) -> None:
+        if len(self.buffer.latest) == len(self.buffer.streams):
+            self._act(max(s for s, _ in self.buffer.latest.values()))
+
+    def _act(self, stamp: float) -> None:
+        try:
+            obs = self.assembler.assemble(self.buffer.values())
+            if self.config.image_key:
+                obs[C.OBS_IMAGE] = obs[self.config.image_key]
+            action = self.policy.act(obs)
+        except ClawgymError as err:
+            self.get_logger().error(f"no action at t={stamp:.3f}: {err}")
+            return
+        self.actions += 1
+        if not self.assembler.is_arm:
+            twist = base_command(action)
+            if twist is not None:
+                self._twist_pub.publish(sensors.twist_msg([twist[0], 0, 0], [0, 0, twist[1]]))
+            return
+        cmd = arm_command(action)
+        lockstep = self.config.mode == POLICY_LOCKSTEP
+        if cmd.gripper is not None and not lockstep:
+            self._grip_pub.publish(GripperCommand(mode=GripperCommand.MODE_WIDTH,
+                                                  width=cmd.gripper))
+        # Lockstep: the gripper rides in the trajectory as finger joints (half the width each),
+        # so one message carries the whole action and the evaluator waits for exactly it.
+        fingers = lockstep and cmd.gripper is not None
+        names = [*C.ARM_JOINTS, *(C.GRIPPER_JOINTS if fingers else ())]
+        msg = JointTrajectory(joint_names=names)
+        # The stamp names the observation acted on (the evaluator matches it); 0 = "now".
+        if stamp > 0:
+            msg.header.stamp = time_msg(stamp)
+        half = [cmd.gripper / 2, cmd.gripper / 2] if fingers else []
+        for t, pos, vel in trajectory_points(cmd, self.config.control_dt):
+            point = JointTrajectoryPoint(positions=[*pos.tolist(), *half],
+                                         time_from_start=_duration(t))
+            if vel is not None:
+                point.velocities = [*vel.tolist(), *([0.0] * len(half))]
+            msg.points.append(point)
+        self._traj_pub.publish(msg)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console script ``policy_node``."""
+    return spin(PolicyNode, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

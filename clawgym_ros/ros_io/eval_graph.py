@@ -1,0 +1,74 @@
+"""ROS evaluation from a plain process (``clawgym eval --mode ros``): start the graph, run the
+lockstep episodes, stop everything.
+
+sim_node (lockstep), the interposers the suite needs and policy_node run as child processes of
+a :class:`~clawgym_ros.procs.ProcessGroup` in an isolated ROS domain (localhost only); this
+process joins the same domain with a private rclpy context, spins a helper node in a
+background thread and drives the episodes with
+:class:`~clawgym_ros.ros_io.eval_lockstep.LockstepEvaluator`. Every child is stopped on return,
+on error and on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from clawgym_ros import constants as C
+from clawgym_ros.evaluation.records import EpisodeResult
+from clawgym_ros.evaluation.ros_mode import graph_processes, needed_families
+from clawgym_ros.evaluation.suites import EpisodeSpec
+from clawgym_ros.procs import ProcessGroup, domain_id_for, isolated_ros_env
+
+
+def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_steps: int,
+                  timeout: float = 10.0, log_dir: str | Path | None = None,
+                  progress: Callable[[int, int, int], None] | None = None,
+                  cancel: threading.Event | None = None,
+                  domain_id: int | None = None) -> list[EpisodeResult]:
+    """Start the graph, evaluate ``specs`` in lockstep, stop the graph.
+
+    Args:
+        specs: episodes (tabletop arm tasks, ``scene`` world).
+        policy: policy text for policy_node (checkpoint id or ``scripted:<task>``).
+        run_dir: run directory of the checkpoint.
+        max_steps: control steps per episode.
+        timeout: seconds to wait for any single answer.
+        log_dir: where the children's logs go.
+        domain_id: ROS domain (default: derived from this process id).
+
+    Raises:
+        LockstepError: the graph did not come up or stopped answering.
+    """
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    from clawgym_ros.ros_io.eval_lockstep import LockstepEvaluator, wait_ready
+
+    domain = domain_id if domain_id is not None else domain_id_for()
+    env = isolated_ros_env(domain)
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
+    with ProcessGroup(env=env, log_dir=log_dir) as group:
+        for proc in graph_processes(specs, policy, str(Path(run_dir).resolve()) if run_dir
+                                   else ""):
+            group.start_module(proc.name, proc.module, proc.args)
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=domain)
+        node = rclpy.create_node(f"{C.NODE_EVALUATOR}_cli", context=context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        spinner = threading.Thread(target=executor.spin, daemon=True)
+        spinner.start()
+        evaluator = LockstepEvaluator(node, needed_families(specs), timeout, max_steps)
+        try:
+            wait_ready(evaluator, timeout=max(30.0, timeout))
+            return evaluator.run(specs, progress, cancel)
+        finally:
+            evaluator.close()
+            executor.shutdown(timeout_sec=1.0)
+            node.destroy_node()
+            if context.ok():
+                rclpy.shutdown(context=context)
+            spinner.join(timeout=2.0)

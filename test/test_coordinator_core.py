@@ -1,0 +1,226 @@
+"""Coordinator core: loop config, next_plan (mixture, ADR ranges, loss weights, stop), seeds."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from clawgym_ros.coordinator.config import (
+    MODE_OPEN,
+    LoopConfig,
+    cell_key,
+    load_loop_config,
+    loop_config_from_dict,
+)
+from clawgym_ros.coordinator.plan import (
+    LoopState,
+    apply_floor,
+    derive_seed,
+    family_stability,
+    initial_state,
+    intensity_levels,
+    next_plan,
+)
+from clawgym_ros.coordinator.runner import resolve_group_weights
+from clawgym_ros.errors import ConfigError
+from clawgym_ros.evaluation.config import EvalConfig
+from clawgym_ros.evaluation.suites import expand, parse_suite
+from clawgym_ros.evaluation.synthetic import SyntheticModel, synthetic_results
+from clawgym_ros.report.build import build_report
+from clawgym_ros.synthesis.mixture import MixtureSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = parse_suite({
+    "name": "t", "seed": 0, "episodes_per_cell": 40,
+    "tasks": [{"task": "pick_place", "templates": ["cube", "cylinder"],
+               "held_out_templates": ["torus"]}],
+    "cells": {"nominal": True, "sweeps": [
+        {"family": "lighting", "intensities": [0.2, 0.4, 0.6, 0.8, 1.0]},
+        {"family": "dynamics", "intensities": [0.2, 0.4, 0.6, 0.8, 1.0]}]},
+}, "test")
+
+
+def make_cfg(**kw) -> LoopConfig:
+    base = {
+        "name": "t", "seed": 3, "iterations": 4, "episodes_per_iteration": 30,
+        "train_steps": 100, "eval_suite": "smoke",
+        "mixture": [{"task": "pick_place", "family": "none", "weight": 2},
+                    {"task": "pick_place", "family": "lighting", "weight": 1},
+                    {"task": "pick_place", "family": "dynamics", "weight": 1}],
+        "ranges": {"lighting": [0.0, 0.8], "dynamics": [0.0, 0.4]},
+        "targets": {"functional": 0.95, "robustness": 0.95},
+        "mixture_floor": 0.1,
+    }
+    base.update(kw)
+    return loop_config_from_dict(base)
+
+
+def report_for(model: SyntheticModel) -> dict:
+    results = synthetic_results(expand(SUITE, seed=0), model)
+    return build_report(results, SUITE, EvalConfig(suite="t"))
+
+
+#: lighting collapses at high intensity, dynamics barely matters.
+WEAK_LIGHTING = SyntheticModel(nominal=0.9, drop={"lighting": 1.0, "dynamics": 0.0},
+                               held_out_factor=0.9)
+
+
+def after_first(cfg: LoopConfig) -> LoopState:
+    state = initial_state(cfg, "c" * 64)
+    plan = next_plan(state, None, cfg)
+    return dataclasses.replace(state, iteration=1, weights=plan.weights, ranges=plan.ranges,
+                               episodes_used=plan.episodes, steps_used=plan.train_steps,
+                               history=({"iteration": 0, "scores": {}, "report_id": "r" * 64},))
+
+
+def test_config_files_load_and_errors_name_the_field(tmp_path):
+    for name in ("pick_place", "gps_nav", "multi_task"):
+        cfg = load_loop_config(ROOT / "config" / "loop" / f"{name}.yaml")
+        assert Path(cfg.eval_suite).is_file()
+        assert cfg.tasks
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("loop:\n  mixture: [{task: pick_place, family: fog}]\n")
+    with pytest.raises(ConfigError, match=r"mixture\[0\]\.family='fog'"):
+        load_loop_config(bad)
+    with pytest.raises(ConfigError, match=r"ranges.lighting"):
+        make_cfg(ranges={"dynamics": [0.0, 0.4]})
+    with pytest.raises(ConfigError, match="mixture_floor"):
+        make_cfg(mixture_floor=0.5)
+    with pytest.raises(ConfigError, match="targets.speed"):
+        make_cfg(targets={"speed": 1.0})
+    assert load_loop_config(ROOT / "config/loop/pick_place.yaml", iterations=7).iterations == 7
+
+
+def test_apply_floor_and_levels():
+    shares = apply_floor([100.0, 1.0, 1.0, 0.001], 0.1)
+    assert abs(sum(shares) - 1.0) < 1e-5
+    assert min(shares) >= 0.1 - 1e-9
+    assert shares[0] == max(shares)
+    assert apply_floor([1, 1], 0.0) == [0.5, 0.5]
+    assert intensity_levels(0.0, 0.6, 2) == [0.3, 0.6]
+    assert intensity_levels(0.4, 0.4, 3) == [0.4]
+
+
+def test_first_plan_uses_config_shares_and_valid_mixture():
+    cfg = make_cfg()
+    plan = next_plan(initial_state(cfg), None, cfg)
+    assert not plan.stop
+    assert plan.weights[cell_key({"task": "pick_place", "family": "none"})] == 0.5
+    spec = MixtureSpec.from_entries(plan.mixture)   # valid for the Synthesize action
+    lighting = [c.intensity for c in spec.cells if c.family == "lighting"]
+    assert lighting == [0.4, 0.8]
+    assert plan.seeds["evaluate"] == derive_seed(3, "evaluate", 0)
+    assert plan.seeds["synthesize"] != derive_seed(3, "synthesize", 1)
+    assert plan.decision["reasons"]
+
+
+def test_weak_family_gets_more_share_and_its_range_narrows():
+    cfg = make_cfg()
+    state = after_first(cfg)
+    report = report_for(WEAK_LIGHTING)
+    assert any(g["family"] == "lighting" for g in report["gaps"])
+    plan = next_plan(state, report, cfg)
+    k_light = cell_key({"task": "pick_place", "family": "lighting"})
+    k_dyn = cell_key({"task": "pick_place", "family": "dynamics"})
+    assert plan.weights[k_light] > state.weights[k_light]
+    assert plan.weights[k_dyn] < state.weights[k_dyn]
+    assert min(plan.weights.values()) >= cfg.mixture_floor - 1e-9
+    # ADR: lighting collapses at 0.8 -> narrow; dynamics holds at 0.4 -> widen.
+    assert plan.ranges["lighting"][1] == pytest.approx(0.7)
+    assert plan.ranges["dynamics"][1] == pytest.approx(0.5)
+    assert plan.decision["adr"]["lighting"]["action"] == "narrow"
+    assert plan.decision["adr"]["dynamics"]["action"] == "widen"
+    # The reasons name the gap that drove the change.
+    light_gap = next(g for g in report["gaps"] if g["family"] == "lighting")
+    assert any(light_gap["condition"] in r for r in plan.decision["reasons"])
+    assert plan.decision["drivers"][k_light][0]["condition"] == light_gap["condition"]
+    # Loss weights follow the deviation, capped.
+    assert plan.group_weights["pick_place/*/lighting"] > 1.0
+    assert max(plan.group_weights.values()) <= cfg.max_group_weight
+    assert "pick_place/*/dynamics" not in plan.group_weights
+
+
+def test_plan_is_deterministic():
+    cfg = make_cfg()
+    state = after_first(cfg)
+    report = report_for(WEAK_LIGHTING)
+    assert next_plan(state, report, cfg).to_dict() == next_plan(state, report, cfg).to_dict()
+
+
+def test_stop_on_targets_and_on_budget():
+    strong = SyntheticModel(nominal=1.0, drop={"lighting": 0.0, "dynamics": 0.0},
+                            held_out_factor=1.0)
+    cfg = make_cfg(targets={"functional": 0.9})
+    plan = next_plan(after_first(cfg), report_for(strong), cfg)
+    assert plan.stop and plan.stop_reason == "targets met"
+    cfg = make_cfg(iterations=1)
+    plan = next_plan(after_first(cfg), report_for(WEAK_LIGHTING), cfg)
+    assert plan.stop and "iteration budget" in plan.stop_reason
+    cfg = make_cfg(budget={"episodes": 50})
+    plan = next_plan(after_first(cfg), report_for(WEAK_LIGHTING), cfg)
+    assert plan.stop and "episode budget" in plan.stop_reason
+    cfg = make_cfg(budget={"train_steps": 150})
+    plan = next_plan(after_first(cfg), report_for(WEAK_LIGHTING), cfg)
+    assert plan.stop and "training-step budget" in plan.stop_reason
+
+
+def test_open_loop_keeps_uniform_mixture_and_ranges():
+    cfg = make_cfg(mode=MODE_OPEN)
+    state = after_first(cfg)
+    plan = next_plan(state, report_for(WEAK_LIGHTING), cfg)
+    assert len(set(plan.weights.values())) == 1
+    assert plan.ranges == state.ranges
+    assert plan.group_weights == {} and plan.frozen_groups == ()
+
+
+def test_freeze_when_functional_met():
+    cfg = make_cfg(targets={"functional": 0.5, "robustness": 0.99},
+                   freeze_when_functional_met=["head"])
+    plan = next_plan(after_first(cfg), report_for(WEAK_LIGHTING), cfg)
+    assert plan.frozen_groups == ("head",)
+    assert any(r.startswith("freeze head") for r in plan.decision["reasons"])
+
+
+def test_family_stability_interpolates_and_handles_unmeasured():
+    report = report_for(WEAK_LIGHTING)
+    s_low, _ = family_stability(report, "lighting", 0.2)
+    s_high, note = family_stability(report, "lighting", 1.0)
+    assert s_low > s_high
+    s_beyond, note = family_stability(report, "dynamics", 1.0)
+    assert s_beyond is not None
+    none, note = family_stability(report, "gps_dropout", 0.5)
+    assert none is None and "not measured" in note
+
+
+def test_state_round_trip_and_group_weight_resolution():
+    cfg = make_cfg()
+    state = after_first(cfg)
+    assert LoopState.from_dict(state.to_dict()) == state
+    groups = ["pick_place/cube/lighting", "pick_place/cylinder/lighting", "pick_place/cube/none"]
+    assert resolve_group_weights({"pick_place/*/lighting": 2.5}, groups) == {
+        "pick_place/cube/lighting": 2.5, "pick_place/cylinder/lighting": 2.5}
+
+
+def test_paired_differences_intervals():
+    from clawgym_ros.coordinator.ablation import format_table, paired_differences
+
+    def scores(v):
+        return {d: {"value": v, "ci": [v, v], "n": 10} for d in
+                ("functional", "robustness", "generalization")} | {
+            "preference": {"value": None, "ci": [None, None], "n": 0}}
+
+    closed = {0: scores(0.8), 1: scores(0.7), 2: scores(0.9)}
+    open_ = {0: scores(0.6), 1: scores(0.6), 2: scores(0.6)}
+    result = paired_differences(closed, open_)
+    rob = result["robustness"]
+    assert rob["diff"] == pytest.approx([0.2, 0.1, 0.3])
+    assert rob["mean_diff"] == pytest.approx(0.2)
+    lo, hi = rob["t_ci"]
+    # t(0.975, 2) = 4.303; sd = 0.1 -> half width 0.2484
+    assert lo == pytest.approx(0.2 - 0.2484, abs=1e-3) and hi == pytest.approx(0.4484, abs=1e-3)
+    blo, bhi = rob["bootstrap_ci"]
+    assert 0.1 - 1e-9 <= blo <= 0.2 <= bhi <= 0.3 + 1e-9
+    assert result["preference"]["n"] == 0 and result["preference"]["mean_diff"] is None
+    assert len(format_table(result)) == 5
