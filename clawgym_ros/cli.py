@@ -24,8 +24,8 @@ COMMANDS: tuple[str, ...] = (
     "report",
     "prefs",
     "train",
-    "synth",
     "eval",
+    "synth",
     "loop",
     "ablate",
 )

@@ -165,6 +165,11 @@ OBS_STATE_KEYS: tuple[str, ...] = (
 )
 #: Fixed order of action keys in the training action vector (same rule as OBS_STATE_KEYS).
 ACTION_KEYS: tuple[str, ...] = (ACT_JOINT_TARGET, ACT_JOINT_VEL, ACT_GRIPPER, ACT_BASE_TWIST)
+#: How a trained policy predicts joint targets: relative to the observed joint positions
+#: (delta, default) or as recorded (absolute).
+ACTION_MODE_DELTA = "delta"
+ACTION_MODE_ABSOLUTE = "absolute"
+ACTION_MODES: tuple[str, ...] = (ACTION_MODE_DELTA, ACTION_MODE_ABSOLUTE)
 
 # --- Synthesis: difficulties and sign-off rejection reasons (stable codes) ----------------------
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")

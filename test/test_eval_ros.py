@@ -2,8 +2,8 @@
 
 `clawgym eval --mode ros` starts sim_node (lockstep) and policy_node in an isolated domain,
 drives 20 nominal pick_place episodes of the scripted baseline (mixed outcomes) and writes a
-report; `--mode in_process` on the bare scene must give the same per-episode success and
-stages. ~40 s on 2 cores.
+report; `--mode in_process` on the bare scene must give identical per-episode records
+(success, stages, duration, violations, motion series and metrics). ~40 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -51,9 +51,12 @@ def test_ros_lockstep_matches_in_process(tmp_path, capsys):
     assert [a["seed"] for a, _ in pairs] == [b["seed"] for _, b in pairs]
     assert [a["success"] for a, _ in pairs] == [b["success"] for _, b in pairs]
     assert [a["stages_reached"] for a, _ in pairs] == [b["stages_reached"] for _, b in pairs]
-    # Durations and motion metrics usually agree too, but not always: a command that reaches
-    # sim_node after the step request is applied one step late (see
-    # docs/notes/evaluation_rollout.md), so they are not asserted.
+    # Exact lockstep: sim/step waits for the command stamped with the current time, so the
+    # whole record agrees, not only the outcome.
+    for a, b in pairs:
+        for key in ("duration_s", "violations", "stages", "metrics", "series", "perturbation"):
+            assert a.get(key) == b.get(key), (a["index"], key)
+        assert a == b, a["index"]
     successes = sum(a["success"] for a, _ in pairs)
     assert 0 < successes < 20
     # Children were stopped: their logs end and no node is left in the domain.

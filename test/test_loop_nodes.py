@@ -78,6 +78,7 @@ def test_coordinator_reports_a_missing_action_server(procs, rclpy_context, tmp_p
 
     from clawgym_interfaces.msg import LoopStatus
     from clawgym_ros import constants as C
+    from clawgym_ros.coordinator.config import load_loop_config
     from clawgym_ros.ros_io.qos import LATCHED_QOS
 
     run = tmp_path / "run"
@@ -94,7 +95,9 @@ def test_coordinator_reports_a_missing_action_server(procs, rclpy_context, tmp_p
     assert "no synthesize action server" in status["message"]
     state = json.loads((run / C.DIR_LOOP / C.FILE_LOOP_STATE).read_text())
     assert state["phase"] == "synthesize" and state["iteration"] == 0
-    assert state["iterations"][0]["goals"]["synthesize"]["episodes"] == 24
+    cfg = load_loop_config(ROOT / "config/loop/pick_place.yaml")
+    assert state["iterations"][0]["goals"]["synthesize"]["episodes"] == \
+        cfg.episodes_per_iteration
     decisions = (run / C.DIR_LOOP / C.FILE_DECISIONS).read_text().splitlines()
     assert len(decisions) == 1
 

@@ -209,3 +209,57 @@ def test_registry_resolves_the_tasks():
     for task in (nav, hand):
         for heading in ("Task Description", "Randomizations", "Success Conditions", "Stages"):
             assert heading in type(task).__doc__
+
+
+# --- replay re-validation and the contact framework ------------------------------------------
+
+
+def _assert_replays(record, signoff, **options):
+    from clawgym_ros.tasks.replay import replay_record
+
+    replayed = replay_record(record, options=options)
+    assert signoff(replayed) == [], signoff(replayed)
+    assert [s.name for s in replayed.stages] == [s.name for s in record.stages]
+    np.testing.assert_array_equal(replayed.joint_position, record.joint_position)
+    for key, value in record.observations.items():
+        np.testing.assert_array_equal(replayed.observations[key], value)
+    assert replayed.goal == record.goal
+
+
+def test_gps_nav_accepted_episodes_revalidate_on_replay(outage_record):
+    _assert_replays(outage_record, NAV_SIGNOFF, perturbation=OUTAGE)
+    nominal = gps_nav.generate(nav_spec(4, "zigzag_route"))
+    assert NAV_SIGNOFF(nominal) == []
+    _assert_replays(nominal, NAV_SIGNOFF)
+
+
+def test_pill_handover_accepted_episodes_revalidate_on_replay(handover_record):
+    _assert_replays(handover_record, HANDOVER_SIGNOFF)
+    other = pill_handover.generate(handover_spec(3, "pill_box_large"))
+    assert HANDOVER_SIGNOFF(other) == []
+    _assert_replays(other, HANDOVER_SIGNOFF)
+
+
+def test_unintended_collisions_are_judged_per_geom():
+    """gps_nav: wheels on the floor are allowed, the base inside an obstacle is not (both
+    belong to the world body); unknown contact group names are refused."""
+    import mujoco
+
+    from clawgym_ros.errors import ConfigError
+
+    env = gps_nav.GpsNavEnv(template="square_route")
+    env.reset(seed=0)
+    b = env.backend
+    stop = {C.ACT_BASE_TWIST: np.zeros(2)}
+    _, _, _, _, info = env.step(stop)
+    floor = mujoco.mj_name2id(b.model, mujoco.mjtObj.mjOBJ_GEOM, "floor")
+    assert any(floor in (int(c.geom1), int(c.geom2)) for c in b.data.contact[:b.data.ncon])
+    assert info["collision"] is False
+    obstacle = [g for g in b.index.obstacle_geoms if g != floor][0]
+    b.data.qpos[b.index.base_qpos:b.index.base_qpos + 2] = b.data.geom_xpos[obstacle][:2]
+    mujoco.mj_forward(b.model, b.data)
+    _, _, _, _, info = env.step(stop)
+    assert info["collision"] is True
+    with pytest.raises(ConfigError, match="contact group"):
+        env.contact_group(b, "no_such_group")
+    env.close()

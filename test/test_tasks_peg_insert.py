@@ -48,3 +48,43 @@ def test_expert_inserts_the_round_peg_and_reports_micrometres():
     assert math.isclose(friction, P.FINGER_FRICTION * P.tool_wear(2000))
     again = replay_record(record)
     assert not signoff(again) and np.array_equal(again.joint_position, record.joint_position)
+
+
+def test_hex_peg_is_a_regular_hexagon_that_fits_its_hole():
+    """The three boxes of the hex peg form a hexagon with flats at +-PEG_WIDTH / 2 (y) and
+    corners on x: its extent is within the hole on both axes, for a peg turned by 60 degrees
+    too (the symmetry of a regular hexagon)."""
+    import mujoco
+
+    env = P.PegInsertEnv(template="hex_peg")
+    env.reset(seed=0)
+    m = env.backend.model
+    body = m.body(P.OBJECTS[0]).id
+    hx, hy = P._hole_size("hex")
+    corners = []
+    for g in np.flatnonzero(m.geom_bodyid == body):
+        sx, sy, _ = m.geom_size[g]
+        rot = np.zeros(9)
+        mujoco.mju_quat2Mat(rot, m.geom_quat[g])
+        rot = rot.reshape(3, 3)[:2, :2]
+        corners += [rot @ np.array([a * sx, b * sy]) for a in (-1, 1) for b in (-1, 1)]
+    corners = np.array(corners)
+    ext = np.abs(corners).max(axis=0)
+    assert math.isclose(ext[1], P.PEG_WIDTH / 2, abs_tol=1e-9)
+    assert math.isclose(ext[0], P.PEG_WIDTH / math.sqrt(3), abs_tol=1e-9)
+    assert ext[0] < hx / 2 and ext[1] < hy / 2
+    turn = np.array([[0.5, -math.sqrt(3) / 2], [math.sqrt(3) / 2, 0.5]])
+    assert np.allclose(np.sort(np.abs(corners @ turn.T).max(axis=0)), np.sort(ext))
+
+
+def test_expert_inserts_the_held_out_hex_peg():
+    task = get_task(C.TASK_PEG_INSERT)
+    signoff = task.signoff()
+    for i in range(3):
+        spec = EpisodeSpec(index=i, seed=episode_seed(7, i), task=C.TASK_PEG_INSERT,
+                           template="hex_peg")
+        record = P.generate(spec)
+        assert not signoff(record), (i, signoff(record), record.outcome)
+        assert record.achieved["inserted"] and record.achieved["shape"] == "hex"
+        grasp = next(c for c in record.skill_calls if c.name == "grasp")
+        assert abs(grasp.args["width"] - P.PEG_WIDTH) < 0.003, grasp.args   # across flats

@@ -15,6 +15,7 @@ from typing import Any
 AREAS: dict[str, str] = {
     "artifacts": "clawgym_ros.bench.artifacts:bench_artifacts",
     "dataset": "clawgym_ros.bench.dataset:bench_dataset",
+    "eval": "clawgym_ros.bench.eval:bench_eval",
     "planning": "clawgym_ros.bench.planning:bench_planning",
     "sim": "clawgym_ros.bench.sim:bench_sim",
     "synth": "clawgym_ros.bench.synth:bench_synth",

@@ -1,41 +1,44 @@
-"""`clawgym demo`: the main job on the embedded default, end to end.
+"""`clawgym demo`: the closed loop on pick_place, end to end (what `make demo` runs).
 
-Until the closed loop lands, this runs the most complete real pipeline available and records
-its result as artifacts with lineage in the run directory.
+Starts the ROS graph (synthesis, trainer, evaluator and coordinator nodes), runs the
+``config/loop/pick_place.yaml`` loop (3 iterations of synthesize -> train -> evaluate -> decide)
+and writes ``<out>/report.html`` and ``<out>/report.json`` (all four dimensions, with the
+iteration history). Running it again resumes (or, when finished, just prints the result).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("demo", help="run the main job end to end on the embedded default")
+    parser = sub.add_parser("demo", help="run the closed loop on pick_place end to end")
     parser.add_argument("--out", default="runs/demo", help="run directory (default: runs/demo)")
-    parser.add_argument("--seed", type=int, default=0, help="run seed (default: 0)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="loop seed (default: the config's, 0)")
+    parser.add_argument("--config", default="pick_place",
+                        help="loop config (default: pick_place)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from clawgym_ros import constants as C
-    from clawgym_ros.artifacts import ArtifactStore
-    from clawgym_ros.artifacts.store import format_lineage
-    from clawgym_ros.bench import run_area
+    from pathlib import Path
 
-    out = Path(args.out)
-    store = ArtifactStore(out)
+    from clawgym_ros import constants as C
+    from clawgym_ros.commands.loop import run_loop_command
+
     start = time.perf_counter()
-    config = {"pipeline": "artifact-store", "seed": args.seed}
-    cfg = store.put_files(C.KIND_CONFIG, {"demo.json": json.dumps(config).encode()},
-                          config=config, seeds={"run": args.seed})
-    bench = run_area("artifacts", quick=True, seed=args.seed)
-    report = store.put_files(
-        C.KIND_REPORT, {C.FILE_REPORT_JSON: json.dumps(bench, sort_keys=True).encode()},
-        config=config, seeds={"run": args.seed}, parents=[cfg.id], summary=bench,
-    )
-    print(f"demo: report {report.id} in {out} ({time.perf_counter() - start:.1f} s)")
-    print("\n".join(format_lineage(store.lineage(report.id))))
+    state = run_loop_command(args.config, args.out, seed=args.seed)
+    out = Path(args.out)
+    print(f"demo: {len(state['history'])} iteration(s), {state['stop_reason']} "
+          f"({time.perf_counter() - start:.0f} s)")
+    for entry in state["history"]:
+        scores = ", ".join(f"{d} {s['value']:.3f}" if s.get("value") is not None else f"{d} n/a"
+                           for d, s in entry["scores"].items())
+        print(f"  iteration {entry['iteration']}: {scores}")
+    print(f"final report {state['final_report_id']}")
+    print(out / C.FILE_REPORT_HTML)
+    print(out / C.FILE_REPORT_JSON)
+    print(f"lineage: clawgym lineage {state['final_report_id'][:16]} --run-dir {out}")
     return 0

@@ -28,6 +28,13 @@ exactly (float64); skill and stage times are ROS times (nanosecond resolution).
 
 Output is byte-for-byte reproducible: no wall-clock anywhere, fixed chunk size and compression,
 messages written in time order.
+
+Encoding: the per-step messages with a fixed layout within an episode (JointState,
+Float64MultiArray, one-point JointTrajectory, GripperCommand, Twist) are encoded for all steps
+at once with NumPy (:class:`FixedCdr`: the constant bytes once, stamps and float64 values
+written into their offsets); the other messages go through mcap-ros2-support's generic CDR
+encoder. Both produce the same bytes (``encode_episode(..., fast=False)`` encodes everything
+generically; a test compares the files byte for byte).
 """
 
 from __future__ import annotations
@@ -40,11 +47,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import mcap_ros2
 import numpy as np
 from mcap.reader import make_reader
-from mcap.writer import CompressionType
+from mcap.well_known import SchemaEncoding
+from mcap.writer import LIBRARY_IDENTIFIER, CompressionType
+from mcap.writer import Writer as McapWriter
+from mcap_ros2._dynamic import serialize_dynamic
 from mcap_ros2.decoder import DecoderFactory
-from mcap_ros2.writer import Writer
 
 from clawgym_ros import constants as C
 from clawgym_ros.dataset.msgdefs import message_definition
@@ -119,19 +129,151 @@ def write_episode(record: EpisodeRecord, out: str | Path | BinaryIO, *,
     out.write(encode_episode(record, images=images))
 
 
-def encode_episode(record: EpisodeRecord, *, images: bool = True) -> bytes:
-    """The MCAP bytes of ``record`` (deterministic: same record, same bytes)."""
+class FixedCdr:
+    """The CDR (little endian) bytes of a message whose layout is fixed across an episode.
+
+    Constant fields (strings, counts, zeros) are written once; :meth:`stamp` and
+    :meth:`float64` reserve slots that :meth:`fill` writes for every step with NumPy. Alignment
+    follows the CDR rules of mcap-ros2-support's encoder (relative to the end of the 4-byte
+    encapsulation header; an empty float64 sequence adds no padding).
+    """
+
+    def __init__(self) -> None:
+        self.buf = bytearray(b"\x00\x01\x00\x00")
+        self.slots: list[tuple[int, str, int]] = []     # (offset, key, count); key "" = stamp
+
+    def _align(self, size: int) -> None:
+        self.buf += bytes(-(len(self.buf) - 4) % size)
+
+    def uint8(self, value: int) -> None:
+        self.buf += struct.pack("<B", value)
+
+    def uint32(self, value: int) -> None:
+        self._align(4)
+        self.buf += struct.pack("<I", value)
+
+    def string(self, value: str) -> None:
+        data = value.encode("utf-8")
+        self.uint32(len(data) + 1)
+        self.buf += data + b"\0"
+
+    def strings(self, values: list[str]) -> None:
+        self.uint32(len(values))
+        for v in values:
+            self.string(v)
+
+    def header(self) -> None:
+        """std_msgs/Header with the step's stamp and an empty frame id."""
+        self._align(4)
+        self.slots.append((len(self.buf), "", 2))
+        self.buf += bytes(8)
+        self.string("")
+
+    def float64(self, key: str, count: int = 1) -> None:
+        """``count`` float64 values of column block ``key`` (fixed-size fields)."""
+        if count:
+            self._align(8)
+            self.slots.append((len(self.buf), key, count))
+            self.buf += bytes(8 * count)
+
+    def float64_seq(self, key: str, count: int) -> None:
+        """A float64 sequence of ``count`` values of ``key``."""
+        self.uint32(count)
+        self.float64(key, count)
+
+    def multi_array(self, label: str, count: int, key: str) -> None:
+        """std_msgs/Float64MultiArray with one dimension."""
+        self.uint32(1)
+        self.string(label)
+        self.uint32(count)
+        self.uint32(count)
+        self.uint32(0)
+        self.float64_seq(key, count)
+
+    def fill(self, stamps: np.ndarray, values: Mapping[str, np.ndarray]) -> list[bytes]:
+        """The messages of all steps.
+
+        Args:
+            stamps: (T, 2) int (sec, nanosec) per step.
+            values: key -> (T, count) float64 per slot.
+        """
+        n, size = len(stamps), len(self.buf)
+        out = np.empty((n, size), dtype=np.uint8)
+        out[:] = np.frombuffer(bytes(self.buf), dtype=np.uint8)
+        for offset, key, count in self.slots:
+            if key:
+                block = np.ascontiguousarray(values[key], dtype="<f8").reshape(n, count)
+            else:
+                block = np.ascontiguousarray(stamps, dtype="<i4").reshape(n, 2)
+            out[:, offset:offset + block.itemsize * count] = block.view(np.uint8).reshape(n, -1)
+        data = out.tobytes()
+        return [data[k * size:(k + 1) * size] for k in range(n)]
+
+
+_GENERIC: dict[str, Any] = {}
+
+
+def _generic_encoder(type_name: str) -> Any:
+    """mcap-ros2-support's CDR encoder of ``type_name`` (parsed once per process)."""
+    if type_name not in _GENERIC:
+        _GENERIC[type_name] = serialize_dynamic(type_name, message_definition(type_name))[
+            type_name]
+    return _GENERIC[type_name]
+
+
+class _Ros2Writer:
+    """An MCAP writer with the ros2 profile (as mcap-ros2-support's Writer writes it) that
+    takes messages already encoded as CDR bytes."""
+
+    def __init__(self, buf: BinaryIO) -> None:
+        self._writer = McapWriter(buf, chunk_size=CHUNK_SIZE, compression=COMPRESSION,
+                                  enable_crcs=True)
+        self._writer.start(profile="ros2", library=f"{LIBRARY_IDENTIFIER} "
+                                                   f"mcap-ros2-support/{mcap_ros2.__version__}")
+        self._schemas = {t: self._writer.register_schema(t, SchemaEncoding.ROS2,
+                                                         message_definition(t).encode())
+                         for t in MESSAGE_TYPES}
+        self._channels: dict[str, int] = {}
+        self._seq = 0
+
+    def put(self, topic: str, type_name: str, data: bytes, ns: int) -> None:
+        channel = self._channels.get(topic)
+        if channel is None:
+            channel = self._writer.register_channel(topic=topic, message_encoding="cdr",
+                                                    schema_id=self._schemas[type_name])
+            self._channels[topic] = channel
+        self._writer.add_message(channel_id=channel, log_time=ns, publish_time=ns,
+                                 sequence=self._seq, data=data)
+        self._seq += 1
+
+    def put_message(self, topic: str, type_name: str, msg: Any, ns: int) -> None:
+        self.put(topic, type_name, _generic_encoder(type_name)(msg), ns)
+
+    def finish(self, metadata: dict[str, str]) -> None:
+        self._writer.add_metadata(C.MCAP_METADATA_EPISODE, metadata)
+        self._writer.finish()
+
+
+def encode_episode(record: EpisodeRecord, *, images: bool = True, fast: bool = True) -> bytes:
+    """The MCAP bytes of ``record`` (deterministic: same record, same bytes).
+
+    Args:
+        record: a validated record.
+        images: write camera frames (when the record has any).
+        fast: encode the fixed-layout per-step messages with NumPy (:class:`FixedCdr`);
+            False = mcap-ros2-support's generic encoder for every message (same bytes).
+    """
     record.validate()
     buf = io.BytesIO()
-    writer = Writer(buf, chunk_size=CHUNK_SIZE, compression=COMPRESSION)
-    schemas = {t: writer.register_msgdef(t, message_definition(t)) for t in MESSAGE_TYPES}
+    writer = _Ros2Writer(buf)
     obs_keys = ordered_keys(record.observations, C.OBS_STATE_KEYS)
     act_keys = ordered_keys(record.actions, C.ACTION_KEYS)
+    n = record.num_steps
     obs = (np.concatenate([record.observations[k] for k in obs_keys], axis=1) if obs_keys
-           else np.zeros((record.num_steps, 0)))
+           else np.zeros((n, 0)))
     act = (np.concatenate([record.actions[k] for k in act_keys], axis=1) if act_keys
-           else np.zeros((record.num_steps, 0)))
-    energy = record.energy if record.energy is not None else np.full(record.num_steps, np.nan)
+           else np.zeros((n, 0)))
+    energy = record.energy if record.energy is not None else np.full(n, np.nan)
     physics = np.stack([record.time, record.contact_force, record.collision.astype(np.float64),
                         energy], axis=1)
     cams = {k: v for k, v in record.images.items()} if images else {}
@@ -141,73 +283,126 @@ def encode_episode(record: EpisodeRecord, *, images: bool = True) -> bytes:
     target_vel = record.actions.get(C.ACT_JOINT_VEL)
     gripper = record.actions.get(C.ACT_GRIPPER)
     twist = record.actions.get(C.ACT_BASE_TWIST)
-    obs_layout = _layout("observation", obs.shape[1])
-    act_layout = _layout("action", act.shape[1])
-    phys_layout = _layout("time,contact_force,collision,energy", 4)
+    if twist is not None and twist.shape[1] not in (2, 6):
+        twist = None
+    elif twist is not None and twist.shape[1] == 2:
+        twist = np.stack([twist[:, 0], *([np.zeros(n)] * 4), twist[:, 1]], axis=1)
     events = sorted(
         [(_ns(s.time), 0, i) for i, s in enumerate(record.stages)]
         + [(_ns(c.start), 1, i) for i, c in enumerate(record.skill_calls)])
-    ev_i = 0
-    seq = 0
-
-    def put(topic: str, type_name: str, msg: Any, ns: int) -> None:
-        nonlocal seq
-        writer.write_message(topic, schemas[type_name], msg, log_time=ns, publish_time=ns,
-                             sequence=seq)
-        seq += 1
-
     t_ns = [_ns(t) for t in record.time]
+    stamps = np.array([[ns // 1_000_000_000, ns % 1_000_000_000] for ns in t_ns],
+                      dtype=np.int64).reshape(n, 2)
+    values = {"position": record.joint_position, "velocity": record.joint_velocity,
+              "effort": record.joint_effort, "obs": obs, "act": act, "physics": physics,
+              "target": target, "target_vel": target_vel, "twist": twist,
+              "width": None if gripper is None else gripper[:, :1], "zero": np.zeros((n, 1))}
+    # (topic, type, layout) of the per-step fixed-layout messages, in the order written
+    streams: list[tuple[str, str, FixedCdr]] = []
+
+    def layout(topic: str, type_name: str) -> FixedCdr:
+        streams.append((topic, type_name, FixedCdr()))
+        return streams[-1][2]
+
+    m = layout(C.TOPIC_JOINT_STATES, T_JOINT_STATE)
+    m.header()
+    m.strings(names)
+    for key in ("position", "velocity", "effort"):
+        m.float64_seq(key, len(names))
+    layout(C.TOPIC_EPISODE_OBSERVATION, T_ARRAY).multi_array("observation", obs.shape[1], "obs")
+    layout(C.TOPIC_EPISODE_ACTION, T_ARRAY).multi_array("action", act.shape[1], "act")
+    layout(C.TOPIC_EPISODE_PHYSICS, T_ARRAY).multi_array(
+        "time,contact_force,collision,energy", 4, "physics")
+    if target is not None:
+        m = layout(C.TOPIC_JOINT_TRAJECTORY, T_TRAJECTORY)
+        m.header()
+        m.strings(arm[:target.shape[1]])
+        m.uint32(1)                                          # one point
+        m.float64_seq("target", target.shape[1])
+        m.float64_seq("target_vel", 0 if target_vel is None else target_vel.shape[1])
+        m.float64_seq("", 0)                                 # accelerations
+        m.float64_seq("", 0)                                 # effort
+        m.uint32(0)                                          # time_from_start: sec (int32 0)
+        m.uint32(0)                                          # nanosec
+    if gripper is not None:
+        m = layout(C.TOPIC_GRIPPER_COMMAND, T_GRIPPER)
+        m.uint8(GRIPPER_MODE_WIDTH)
+        m.float64("width")
+        m.float64("zero")                                    # max_effort
+    if twist is not None:
+        layout(C.TOPIC_CMD_VEL, T_TWIST).float64("twist", 6)
+    if fast:
+        payloads = [mm.fill(stamps, values) for _, _, mm in streams]
+    else:
+        payloads = [[_generic_encoder(type_name)(msg) for msg in
+                     _generic_messages(topic, values, names, arm, stamps)]
+                    for topic, type_name, _ in streams]
+    ev_i = 0
     for step, ns in enumerate(t_ns):
         # Stage and skill events up to this step's time, in time order, before the step.
         while ev_i < len(events) and events[ev_i][0] <= ns:
-            _put_event(put, record, events[ev_i])
+            _put_event(writer, record, events[ev_i])
             ev_i += 1
-        header = {"stamp": _stamp(ns), "frame_id": ""}
         if step == 0:
-            put(C.TOPIC_PERTURBATION_STATE, T_PERTURBATION, _perturbation_msg(record, header), ns)
-        put(C.TOPIC_JOINT_STATES, T_JOINT_STATE, {
-            "header": header, "name": names,
-            "position": record.joint_position[step].tolist(),
-            "velocity": record.joint_velocity[step].tolist(),
-            "effort": record.joint_effort[step].tolist()}, ns)
-        put(C.TOPIC_EPISODE_OBSERVATION, T_ARRAY,
-            {"layout": obs_layout, "data": obs[step].tolist()}, ns)
-        put(C.TOPIC_EPISODE_ACTION, T_ARRAY, {"layout": act_layout, "data": act[step].tolist()},
-            ns)
-        put(C.TOPIC_EPISODE_PHYSICS, T_ARRAY,
-            {"layout": phys_layout, "data": physics[step].tolist()}, ns)
-        if target is not None:
-            point = {"positions": target[step].tolist(),
-                     "velocities": target_vel[step].tolist() if target_vel is not None else [],
-                     "time_from_start": {"sec": 0, "nanosec": 0}}
-            put(C.TOPIC_JOINT_TRAJECTORY, T_TRAJECTORY, {
-                "header": header, "joint_names": arm[:target.shape[1]], "points": [point]}, ns)
-        if gripper is not None:
-            put(C.TOPIC_GRIPPER_COMMAND, T_GRIPPER, {
-                "mode": GRIPPER_MODE_WIDTH, "width": float(gripper[step, 0]),
-                "max_effort": 0.0}, ns)
-        if twist is not None and twist.shape[1] in (2, 6):
-            put(C.TOPIC_CMD_VEL, T_TWIST, _twist_msg(twist[step]), ns)
+            writer.put_message(C.TOPIC_PERTURBATION_STATE, T_PERTURBATION,
+                               _perturbation_msg(record, {"stamp": _stamp(ns), "frame_id": ""}),
+                               ns)
+        for (topic, type_name, _), data in zip(streams, payloads, strict=True):
+            writer.put(topic, type_name, data[step], ns)
         for cam in sorted(cams):
             frame = cams[cam][step]
-            put(image_topic(cam), T_IMAGE, {
+            writer.put_message(image_topic(cam), T_IMAGE, {
                 "header": {"stamp": _stamp(ns), "frame_id": cam}, "height": frame.shape[0],
                 "width": frame.shape[1], "encoding": "rgb8", "is_bigendian": 0,
                 "step": frame.shape[1] * 3, "data": frame.tobytes()}, ns)
     for event in events[ev_i:]:
-        _put_event(put, record, event)
-    writer.add_metadata(C.MCAP_METADATA_EPISODE, _metadata(record, obs_keys, act_keys, cams))
-    writer.finish()
+        _put_event(writer, record, event)
+    writer.finish(_metadata(record, obs_keys, act_keys, cams))
     return buf.getvalue()
 
 
-def _put_event(put: Any, record: EpisodeRecord, event: tuple[int, int, int]) -> None:
+def _generic_messages(topic: str, values: Mapping[str, Any], names: list[str],
+                      arm: list[str], stamps: np.ndarray) -> list[dict[str, Any]]:
+    """The per-step messages of a fixed-layout topic as dicts (the generic encoder's input)."""
+    out = []
+    for step, (sec, nsec) in enumerate(stamps.tolist()):
+        header = {"stamp": {"sec": sec, "nanosec": nsec}, "frame_id": ""}
+        if topic == C.TOPIC_JOINT_STATES:
+            msg: dict[str, Any] = {"header": header, "name": names, **{
+                k: values[k][step].tolist() for k in ("position", "velocity", "effort")}}
+        elif topic == C.TOPIC_EPISODE_OBSERVATION:
+            msg = {"layout": _layout("observation", values["obs"].shape[1]),
+                   "data": values["obs"][step].tolist()}
+        elif topic == C.TOPIC_EPISODE_ACTION:
+            msg = {"layout": _layout("action", values["act"].shape[1]),
+                   "data": values["act"][step].tolist()}
+        elif topic == C.TOPIC_EPISODE_PHYSICS:
+            msg = {"layout": _layout("time,contact_force,collision,energy", 4),
+                   "data": values["physics"][step].tolist()}
+        elif topic == C.TOPIC_JOINT_TRAJECTORY:
+            target, vel = values["target"], values["target_vel"]
+            point = {"positions": target[step].tolist(),
+                     "velocities": vel[step].tolist() if vel is not None else [],
+                     "time_from_start": {"sec": 0, "nanosec": 0}}
+            msg = {"header": header, "joint_names": arm[:target.shape[1]], "points": [point]}
+        elif topic == C.TOPIC_GRIPPER_COMMAND:
+            msg = {"mode": GRIPPER_MODE_WIDTH, "width": float(values["width"][step, 0]),
+                   "max_effort": 0.0}
+        else:
+            msg = _twist_msg(values["twist"][step])
+        out.append(msg)
+    return out
+
+
+def _put_event(writer: _Ros2Writer, record: EpisodeRecord, event: tuple[int, int, int]
+               ) -> None:
     ns, kind, i = event
     if kind == 0:
-        put(C.TOPIC_EPISODE_STAGES, T_STRING, {"data": record.stages[i].name}, ns)
+        writer.put_message(C.TOPIC_EPISODE_STAGES, T_STRING, {"data": record.stages[i].name},
+                           ns)
         return
     call = record.skill_calls[i]
-    put(C.TOPIC_SKILL_CALLS, T_SKILL, {
+    writer.put_message(C.TOPIC_SKILL_CALLS, T_SKILL, {
         "name": call.name,
         "arguments": [{"key": k, "value": _json(v)} for k, v in sorted(call.args.items())],
         "start": _stamp(_ns(call.start)), "end": _stamp(_ns(call.end)),

@@ -8,22 +8,26 @@ episode unfolds exactly as in-process:
 1. the evaluator configures the perturbation nodes of the spec's cell (seed =
    ``perturbation_seed``) and starts their episode with ``spec.seed`` (the ROS counterpart of
    ``env.reset(seed=...)``), calls ``policy_node/reset`` (``policy.reset()``), then
-   ``sim/reset(seed)``;
-2. sim_node publishes every sensor stamped with the new simulation time, then ``/clock``;
-   ``policy_node`` assembles the observation of that stamp (:class:`StampedBuffer`; streams
-   the interposers dropped hold their last value, as the Gymnasium wrappers do), calls the
-   policy and publishes one ``joint_trajectory`` (header stamp = the observation's; the
-   gripper rides along as finger joints, so one message is the whole action) or ``cmd_vel``;
-3. the evaluator waits for that action (and for the ground-truth topics of that stamp, which it
-   scores with :class:`~clawgym_ros.evaluation.rollout.EpisodeScorer`), then calls
-   ``sim/step``; repeat until success or the step limit (the action on the last observation
-   is awaited too, so no command of an old episode reaches the next one).
+   ``sim/reset(seed)``, and reads the state at t = 0 (``sim/step`` with ``no_step`` and
+   ``return_state``);
+2. sim_node publishes every sensor the policy needs stamped with the new simulation time
+   (images only when the policy reads them); ``policy_node`` assembles the observation of that
+   stamp (:class:`StampedBuffer`; when interposers may drop samples it also listens to
+   ``/clock`` and holds a dropped stream's last value, as the Gymnasium wrappers do), calls
+   the policy and publishes one ``joint_trajectory`` (header stamp = the observation's; the
+   gripper rides along as finger joints, so one message is the whole action);
+3. meanwhile the evaluator has already sent ``sim/step`` with ``wait_command`` and
+   ``command_stamp`` = that time: sim_node holds the step until the trajectory of exactly
+   that stamp has arrived and been applied, steps, publishes, and answers with the ground
+   truth after the step (``return_state``), which the evaluator scores with
+   :class:`~clawgym_ros.evaluation.rollout.EpisodeScorer`; repeat until success or the step
+   limit. At the end the evaluator waits (``no_step``) for the command on the last
+   observation, so no command of an old episode reaches the next one.
 
-Commands reach sim_node before the step request that follows them: both travel to sim_node's
-participant from processes that sent them in causal order (the policy published before the
-evaluator, which saw it, sent the request). A separate GripperCommand (a bounded type that Fast
-DDS may deliver through data sharing, another path) broke this ordering in about one run of
-three; hence one message per action.
+Per control step the critical path is two topic hops (sensors to policy_node, its command to
+sim_node); the evaluator's round trip runs in parallel. A command can no longer miss its step
+(formerly, in about one run of four, a command reached sim_node after the next step request
+and was applied one step late).
 
 Free-running robots (Gazebo, a real robot): ``policy_node`` acts on a timer at the control
 rate with the latest values; the evaluator then only watches (not covered by the agreement
@@ -46,6 +50,8 @@ POLICY_FREE = "free"
 POLICY_MODES: tuple[str, ...] = (POLICY_LOCKSTEP, POLICY_FREE)
 #: Service of policy_node that starts a new episode (std_srvs/Trigger), relative to its name.
 SRV_POLICY_RESET = "reset"
+#: Families whose interposers may drop sensor samples (policy_node then holds via /clock).
+HOLD_FAMILIES: tuple[str, ...] = (C.FAMILY_SENSOR_NOISE, C.FAMILY_GPS_DROPOUT)
 #: Interposer node of each observation-side family and its console module.
 INTERPOSERS: dict[str, str] = {
     C.FAMILY_SENSOR_NOISE: C.NODE_SENSOR_NOISE,
@@ -73,7 +79,8 @@ class PolicyNodeConfig:
     image_key: str = _f("", "observation key of the camera image (e.g. wrist_camera_rgb); "
                         "empty = the policy gets no image")
     hold_timeout: float = _f(0.05, "lockstep: seconds after /clock to wait for streams of that "
-                             "stamp before holding their last value (dropped samples)")
+                             "stamp before holding their last value (dropped samples); 0 = "
+                             "every stream always arrives (no /clock subscription)")
     control_dt: float = _f(0.02, "seconds per control step (joint trajectory timing)")
 
     def __post_init__(self) -> None:
@@ -180,8 +187,16 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
     if len(scenes) > 1:
         raise ConfigError("suite", sorted(scenes), "tasks of one scene per ros evaluation")
     families = needed_families(specs)
+    # Streams may miss a stamp only behind an observation interposer: then policy_node needs
+    # /clock to hold their last value; otherwise neither /clock nor the wait is needed.
+    hold = any(f in families for f in HOLD_FAMILIES)
     sim_args = ["--autostart", "--ros-args", "-p", f"scenario:={scene}",
-                "-p", "clock_mode:=lockstep", "-p", f"publish_camera:={str(image).lower()}"]
+                "-p", "clock_mode:=lockstep", "-p", f"publish_camera:={str(image).lower()}",
+                "-p", f"publish_clock:={str(hold).lower()}"]
+    if scene == C.SCENE_TABLETOP:
+        # Only what the arm observation needs (fewer entities: faster lockstep callbacks).
+        sim_args += ["-p", "publish_imu:=false", "-p", "publish_gps:=false",
+                     "-p", "publish_odom:=false"]
     procs = [ProcessSpec(C.NODE_SIM, "clawgym_ros.nodes.sim_node", tuple(sim_args))]
     for family in families:
         node = INTERPOSERS[family]
@@ -195,6 +210,8 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
         remaps.append(f"{C.TOPIC_GPS}:={C.TOPIC_GPS_RAW}")
     policy_args = ["--ros-args", "-p", f"policy:={policy}", "-p", f"scene:={scene}",
                    "-p", f"mode:={POLICY_LOCKSTEP}"]
+    if not hold:
+        policy_args += ["-p", "hold_timeout:=0.0"]
     if run_dir:
         # An empty parameter value does not parse on the ROS command line.
         policy_args += ["-p", f"run_dir:={run_dir}"]

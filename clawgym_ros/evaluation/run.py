@@ -51,6 +51,8 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
 
     options = options or RolloutOptions()
     suite = load_suite(cfg.suite)
+    if suite.max_steps and not options.max_steps:
+        options = dataclasses.replace(options, max_steps=suite.max_steps)
     specs = expand(suite, cfg.seed)
     if cfg.mode == C.EVAL_MODES[0]:
         from clawgym_ros.evaluation.workers import run_specs

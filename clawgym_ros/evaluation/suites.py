@@ -13,6 +13,10 @@ seed of repetition ``r`` on template ``t`` of task ``k`` is drawn from
 stability estimates much less noisy) and adding a cell or a task never changes the seeds of
 the others. The perturbation seed adds the cell label and intensity to the key, so each cell
 draws its own perturbation stream.
+
+Episode length: an optional ``max_steps`` (control steps per episode, 0 = the env's own limit)
+belongs to the suite, so every evaluation of it (CLI, evaluator_node, the loop) uses the same
+horizon; an explicit rollout option (``--max-steps``) still wins.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from clawgym_ros.config import check_choice, check_int, check_range, load_yaml
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.evaluation.records import SEED_MAX
 
-SUITE_KEYS = ("name", "description", "seed", "episodes_per_cell", "schedule", "tasks", "cells")
+SUITE_KEYS = ("name", "description", "seed", "episodes_per_cell", "schedule", "max_steps",
+              "tasks", "cells")
 TASK_KEYS = ("task", "templates", "held_out_templates")
 CELL_KEYS = ("nominal", "sweeps", "combinations")
 SWEEP_KEYS = ("family", "intensities")
@@ -72,16 +77,21 @@ class Suite:
     schedule: str = "constant"
     description: str = ""
     source: str = ""
+    #: Control steps per episode (0 = the env's own limit); rollout options may override it.
+    max_steps: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able description (recorded in the report)."""
-        return {
+        out = {
             "name": self.name, "seed": self.seed, "episodes_per_cell": self.episodes_per_cell,
             "schedule": self.schedule, "description": self.description,
             "tasks": [dataclasses.asdict(t) for t in self.tasks],
             "cells": [{"family": c.label, "families": list(c.families),
                        "intensity": c.intensity} for c in self.cells],
         }
+        if self.max_steps:  # only when set: reports of suites without it keep their ids
+            out["max_steps"] = self.max_steps
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +168,7 @@ def parse_suite(data: Any, source: str) -> Suite:
     seed = check_int("seed", data["seed"], 0, SEED_MAX, source)
     episodes = check_int("episodes_per_cell", data["episodes_per_cell"], 1, 100_000, source)
     schedule = check_choice("schedule", data.get("schedule", "constant"), C.SCHEDULES, source)
+    max_steps = check_int("max_steps", data.get("max_steps", 0), 0, 1_000_000, source)
     description = data.get("description", "")
     if not isinstance(description, str):
         raise ConfigError("description", description, "a string", source)
@@ -219,7 +230,8 @@ def parse_suite(data: Any, source: str) -> Suite:
         raise ConfigError("cells", dict(cells_raw), "at least one cell (nominal, a sweep or a "
                           "combination)", source)
     return Suite(name=name, seed=seed, episodes_per_cell=episodes, tasks=tuple(tasks),
-                 cells=tuple(cells), schedule=schedule, description=description, source=source)
+                 cells=tuple(cells), schedule=schedule, description=description, source=source,
+                 max_steps=max_steps)
 
 
 def suite_dirs() -> list[Path]:

@@ -25,6 +25,10 @@ from clawgym_ros.evaluation.suites import EpisodeSpec
 Progress = Callable[[int, int, int], None]
 
 _RUNNER: Runner | None = None
+#: Modules the forkserver imports before forking workers (MuJoCo, the envs, the runner).
+FORKSERVER_PRELOAD: tuple[str, ...] = ("clawgym_ros.evaluation.rollout", "clawgym_ros.sim",
+                                       "clawgym_ros.sim.mujoco_backend",
+                                       "clawgym_ros.evaluation.scripted")
 
 
 class EvaluationCancelledError(ClawgymError):
@@ -92,6 +96,10 @@ def run_specs(source: PolicySource, specs: Sequence[EpisodeSpec], workers: int =
             runner.close()
     else:
         ctx = multiprocessing.get_context(start_method())
+        if ctx.get_start_method() == "forkserver":
+            # The server imports these once; every worker forked from it starts with them
+            # (only effective before the server first starts, i.e. the first pool).
+            ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
         pool = ctx.Pool(min(workers, total), initializer=_init, initargs=(source, options))
         try:
             for data in pool.imap_unordered(_run, specs, chunksize=1):

@@ -2,7 +2,7 @@
 
 Subscribes (sensor QoS) the perturbed sensor topics ``joint_states``, ``object_poses`` (arm),
 ``imu/data``, ``gps/fix``, ``odom`` (mobile base), ``image`` (when ``image_key`` is set) and
-``/clock``; builds the env's observation dict with the shared
+``/clock`` (lockstep with ``hold_timeout`` > 0); builds the env's observation dict with the shared
 :class:`~clawgym_ros.evaluation.observation.ObservationAssembler`; calls the policy; publishes
 (reliable) ``joint_trajectory`` (header stamp = the observation's stamp; in lockstep it also
 carries the gripper as finger joints) and, free-running, ``gripper_command``; or ``cmd_vel``.
@@ -23,6 +23,7 @@ import time
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseArray, Twist
 from nav_msgs.msg import Odometry
+from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, Imu, JointState, NavSatFix
@@ -50,7 +51,12 @@ from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import time_msg, time_seconds
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.perturbation import spin
-from clawgym_ros.ros_io.qos import CLOCK_QOS, COMMAND_QOS, SENSOR_QOS
+from clawgym_ros.ros_io.qos import (
+    CLOCK_QOS,
+    COMMAND_QOS,
+    LOCKSTEP_SENSOR_QOS,
+    SENSOR_QOS,
+)
 
 
 def _duration(seconds: float) -> Duration:
@@ -83,20 +89,31 @@ class PolicyNode(Node):
             "gps": (NavSatFix, C.TOPIC_GPS, self._on_gps),
             "odom": (Odometry, C.TOPIC_ODOM, self._on_odom),
         }
+        # Lockstep without holding (hold_timeout 0): every stream arrives for every stamp from
+        # sim_node's reliable publishers, so subscribe reliably (a lost sample would stall).
+        exact = cfg.mode == POLICY_LOCKSTEP and cfg.hold_timeout == 0
+        qos = LOCKSTEP_SENSOR_QOS if exact else SENSOR_QOS
+        # Exact lockstep: no QoS event handlers (each is one more waitable the executor polls
+        # on every callback; nothing here reacts to QoS events).
+        lean = cfg.mode == POLICY_LOCKSTEP
         for stream in self.assembler.required():
             msg_type, topic, callback = streams[stream]
-            self.create_subscription(msg_type, topic, callback, SENSOR_QOS)
+            self.create_subscription(msg_type, topic, callback, qos, event_callbacks=(
+                SubscriptionEventCallbacks(use_default_callbacks=False) if lean else None))
         if self.assembler.is_arm:
-            self._traj_pub = self.create_publisher(JointTrajectory, C.TOPIC_JOINT_TRAJECTORY,
-                                                   COMMAND_QOS)
-            self._grip_pub = self.create_publisher(GripperCommand, C.TOPIC_GRIPPER_COMMAND,
-                                                   COMMAND_QOS)
+            self._traj_pub = self.create_publisher(
+                JointTrajectory, C.TOPIC_JOINT_TRAJECTORY, COMMAND_QOS, event_callbacks=(
+                    PublisherEventCallbacks(use_default_callbacks=False) if lean else None))
+            if not lean:
+                self._grip_pub = self.create_publisher(GripperCommand, C.TOPIC_GRIPPER_COMMAND,
+                                                       COMMAND_QOS)
         else:
             self._twist_pub = self.create_publisher(Twist, C.TOPIC_CMD_VEL, COMMAND_QOS)
         self.create_service(Trigger, f"~/{SRV_POLICY_RESET}", self._on_reset)
         if cfg.mode == POLICY_LOCKSTEP:
-            self.create_subscription(Clock, C.TOPIC_CLOCK, self._on_clock, CLOCK_QOS)
             if cfg.hold_timeout > 0:
+                # Only for dropped samples: /clock says a stamp is complete.
+                self.create_subscription(Clock, C.TOPIC_CLOCK, self._on_clock, CLOCK_QOS)
                 self.create_timer(min(cfg.hold_timeout / 2, 0.01), self._maybe_act)
         else:
             self.create_timer(1.0 / cfg.control_rate, self._act_free)

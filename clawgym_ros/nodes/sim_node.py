@@ -9,8 +9,17 @@ Publishes (sensor QoS unless noted): ``joint_states_raw``, ``image_raw`` + ``cam
 Clock modes: ``free`` (a timer advances the simulation at ``real_time_factor`` x wall time;
 sensors at their configured rates) and ``lockstep`` (only ``sim/step`` advances it, by exactly
 ``steps`` control steps; every sensor is published after each step and after each reset).
-All stamps are simulation time. Names and types are those of
-:data:`clawgym_ros.sim.topics.SIM_TOPICS` (the table ros_gz_bridge also follows; a test checks).
+All stamps are simulation time.
+
+Exact lockstep (the evaluator's protocol, :mod:`clawgym_ros.evaluation.ros_mode`): a
+``sim/step`` request with ``wait_command`` first waits (without blocking the executor: the
+callback is a coroutine) until the ``joint_trajectory`` whose header stamp is
+``command_stamp`` has arrived and been applied, so a command can never miss the step it was
+computed for; ``return_state`` puts the ground truth after the step (the same
+``joint_states_raw`` / ``object_poses_raw`` messages just published) into the response, so the
+driver needs no subscriptions; ``no_step`` only waits (an episode's last command).
+Names and types are those of :data:`clawgym_ros.sim.topics.SIM_TOPICS` (the table
+ros_gz_bridge also follows; a test checks).
 
 The node is thin: messages become plain values (:mod:`clawgym_ros.ros_io.sensors`), the
 :class:`~clawgym_ros.sim.session.SimSession` core does the rest.
@@ -29,9 +38,12 @@ from collections.abc import Callable, Sequence
 import rclpy
 from geometry_msgs.msg import PoseArray, Twist
 from nav_msgs.msg import Odometry
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
+from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, Imu, JointState, NavSatFix
 from trajectory_msgs.msg import JointTrajectory
@@ -41,9 +53,9 @@ from clawgym_interfaces.srv import ResetSim, SetDynamics, SetLighting, StepSim
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError
 from clawgym_ros.ros_io import sensors
-from clawgym_ros.ros_io.convert import time_msg
+from clawgym_ros.ros_io.convert import time_msg, time_seconds
 from clawgym_ros.ros_io.params import declare_config
-from clawgym_ros.ros_io.qos import CLOCK_QOS, COMMAND_QOS, SENSOR_QOS
+from clawgym_ros.ros_io.qos import CLOCK_QOS, COMMAND_QOS, LOCKSTEP_SENSOR_QOS, SENSOR_QOS
 from clawgym_ros.ros_io.sim_services import dynamics_settings, lighting_settings
 from clawgym_ros.sim.pacing import CLOCK_LOCKSTEP, RealTimePacer
 from clawgym_ros.sim.session import (
@@ -59,6 +71,15 @@ from clawgym_ros.sim.session import (
 
 #: Shortest wall period of the free-running timer (s): faster ticks only cost CPU.
 MIN_TICK_S = 0.002
+#: Default seconds a ``wait_command`` step waits for its command.
+WAIT_COMMAND_TIMEOUT_S = 5.0
+#: Period of the lockstep watchdog that fails ``wait_command`` steps past their timeout (s).
+WATCHDOG_PERIOD_S = 0.1
+
+
+def _nanos(stamp) -> int:
+    """builtin_interfaces/Time as integer nanoseconds (exact comparison of stamps)."""
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
 class SimNode(Node):
@@ -73,6 +94,11 @@ class SimNode(Node):
         self._timer = None
         self._pacer: RealTimePacer | None = None
         self._active = False
+        # Lockstep: stamp (ns) of the newest joint_trajectory applied since the last reset, and
+        # the step waiting for a command: (stamp ns, future, monotonic deadline).
+        self._command_ns: int | None = None
+        self._waiter: tuple[int, Future, float] | None = None
+        self._last: dict[str, object] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state: State) -> TransitionCallbackReturn:
@@ -82,23 +108,42 @@ class SimNode(Node):
         except ClawgymError as err:
             self.get_logger().error(f"configure failed: {err}")
             return TransitionCallbackReturn.FAILURE
-        pub = self.create_lifecycle_publisher
-        self._pubs = {
-            SENSOR_JOINTS: pub(JointState, C.TOPIC_JOINT_STATES_RAW, SENSOR_QOS),
-            SENSOR_CAMERA: pub(Image, C.TOPIC_IMAGE_RAW, SENSOR_QOS),
-            "camera_info": pub(CameraInfo, C.TOPIC_CAMERA_INFO, SENSOR_QOS),
-            SENSOR_IMU: pub(Imu, C.TOPIC_IMU_RAW, SENSOR_QOS),
-            SENSOR_GPS: pub(NavSatFix, C.TOPIC_GPS_RAW, SENSOR_QOS),
-            SENSOR_ODOM: pub(Odometry, C.TOPIC_ODOM, SENSOR_QOS),
-            SENSOR_OBJECTS: pub(PoseArray, C.TOPIC_OBJECT_POSES_RAW, SENSOR_QOS),
-            "clock": pub(Clock, C.TOPIC_CLOCK, CLOCK_QOS),
+        lockstep = self.config.clock_mode == CLOCK_LOCKSTEP
+        # Lockstep: reliable, so no stamp's sample is ever lost (best-effort readers match too);
+        # no QoS event handlers (each is one more waitable the executor polls every callback).
+        qos = LOCKSTEP_SENSOR_QOS if lockstep else SENSOR_QOS
+        events = {"event_callbacks": PublisherEventCallbacks(use_default_callbacks=False)} \
+            if lockstep else {}
+        cfg = self.config
+        # Only the sensors the config enables (in lockstep every callback polls every entity).
+        wanted = {
+            SENSOR_JOINTS: (JointState, C.TOPIC_JOINT_STATES_RAW, cfg.publish_joint_states),
+            SENSOR_CAMERA: (Image, C.TOPIC_IMAGE_RAW, cfg.publish_camera),
+            "camera_info": (CameraInfo, C.TOPIC_CAMERA_INFO, cfg.publish_camera),
+            SENSOR_IMU: (Imu, C.TOPIC_IMU_RAW, cfg.publish_imu),
+            SENSOR_GPS: (NavSatFix, C.TOPIC_GPS_RAW, cfg.publish_gps),
+            SENSOR_ODOM: (Odometry, C.TOPIC_ODOM, cfg.publish_odom),
+            SENSOR_OBJECTS: (PoseArray, C.TOPIC_OBJECT_POSES_RAW, cfg.publish_object_poses),
+            "clock": (Clock, C.TOPIC_CLOCK, cfg.publish_clock),
         }
+        self._pubs = {
+            key: self.create_lifecycle_publisher(
+                msg_type, topic, CLOCK_QOS if key == "clock" else qos, **events)
+            for key, (msg_type, topic, enabled) in wanted.items() if enabled}
+        def sub_events() -> SubscriptionEventCallbacks:
+            return SubscriptionEventCallbacks(use_default_callbacks=not lockstep)
+
+        # Commands and the watchdog get their own group: a sim/step awaiting a command keeps
+        # the default group busy, and the command must still be taken.
+        self._command_group = MutuallyExclusiveCallbackGroup()
         self._entities = [
-            self.create_subscription(JointTrajectory, C.TOPIC_JOINT_TRAJECTORY,
-                                     self._on_trajectory, COMMAND_QOS),
+            self.create_subscription(
+                JointTrajectory, C.TOPIC_JOINT_TRAJECTORY, self._on_trajectory, COMMAND_QOS,
+                callback_group=self._command_group, event_callbacks=sub_events()),
             self.create_subscription(GripperCommand, C.TOPIC_GRIPPER_COMMAND,
-                                     self._on_gripper, COMMAND_QOS),
-            self.create_subscription(Twist, C.TOPIC_CMD_VEL, self._on_cmd_vel, COMMAND_QOS),
+                                     self._on_gripper, COMMAND_QOS, event_callbacks=sub_events()),
+            self.create_subscription(Twist, C.TOPIC_CMD_VEL, self._on_cmd_vel, COMMAND_QOS,
+                                     event_callbacks=sub_events()),
             self.create_service(ResetSim, C.SRV_RESET, self._on_reset),
             self.create_service(StepSim, C.SRV_STEP, self._on_step),
             self.create_service(SetLighting, C.SRV_SET_LIGHTING, self._on_set_lighting),
@@ -121,6 +166,9 @@ class SimNode(Node):
             self._pacer.start(time.monotonic(), session.steps)
             period = max(session.control_dt / cfg.real_time_factor, MIN_TICK_S)
             self._timer = self.create_timer(period, self._on_tick)
+        else:
+            self._timer = self.create_timer(WATCHDOG_PERIOD_S, self._on_watchdog,
+                                            callback_group=self._command_group)
         return result
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
@@ -156,6 +204,18 @@ class SimNode(Node):
         if self._timer is not None:
             self.destroy_timer(self._timer)
             self._timer = None
+        self._release_waiter(False)
+
+    def _release_waiter(self, arrived: bool) -> None:
+        if self._waiter is not None:
+            _, future, _ = self._waiter
+            self._waiter = None
+            if not future.done():
+                future.set_result(arrived)
+
+    def _on_watchdog(self) -> None:
+        if self._waiter is not None and time.monotonic() > self._waiter[2]:
+            self._release_waiter(False)
 
     # ------------------------------------------------------------------ stepping
     def _on_tick(self) -> None:
@@ -171,9 +231,10 @@ class SimNode(Node):
         session, cfg = self.session, self.config
         assert session is not None and cfg is not None
         stamp = time_msg(session.time)
+        self._last = {}
         for sensor in sensors_due:
             self._publish_sensor(sensor, stamp)
-        if cfg.publish_clock:
+        if "clock" in self._pubs:
             self._pubs["clock"].publish(Clock(clock=stamp))
 
     def _publish_sensor(self, sensor: str, stamp) -> None:
@@ -182,7 +243,9 @@ class SimNode(Node):
         pub = self._pubs[sensor]
         if sensor == SENSOR_JOINTS:
             j = session.joints()
-            pub.publish(sensors.joint_state_msg(j.names, j.position, j.velocity, j.effort, stamp))
+            msg = sensors.joint_state_msg(j.names, j.position, j.velocity, j.effort, stamp)
+            pub.publish(msg)
+            self._last[sensor] = msg
         elif sensor == SENSOR_CAMERA:
             camera, frame = session.camera
             image = session.image()
@@ -198,7 +261,9 @@ class SimNode(Node):
             pub.publish(sensors.odometry_msg(session.odom(), stamp, C.FRAME_ODOM, C.FRAME_BASE))
         elif sensor == SENSOR_OBJECTS:
             _, poses = session.object_poses()
-            pub.publish(sensors.pose_array_msg(poses, stamp, C.FRAME_WORLD))
+            msg = sensors.pose_array_msg(poses, stamp, C.FRAME_WORLD)
+            pub.publish(msg)
+            self._last[sensor] = msg
 
     # ------------------------------------------------------------------ commands
     def _command(self, what: str, apply: Callable[[SimSession], None]) -> None:
@@ -215,6 +280,10 @@ class SimNode(Node):
             session.set_trajectory(sensors.joint_trajectory_from_msg(
                 msg, session.time, session.config.trajectory_interpolation))
         self._command("joint_trajectory", apply)
+        # Delivered (applied, or rejected and logged): a step waiting for it may go on.
+        self._command_ns = _nanos(msg.header.stamp)
+        if self._waiter is not None and self._waiter[0] == self._command_ns:
+            self._release_waiter(True)
 
     def _on_gripper(self, msg: GripperCommand) -> None:
         def apply(session: SimSession) -> None:
@@ -246,22 +315,72 @@ class SimNode(Node):
     def _on_reset(self, request: ResetSim.Request, response: ResetSim.Response):
         def apply(session: SimSession) -> None:
             session.reset(int(request.seed), request.scenario or None)
+            self._command_ns = None
+            self._release_waiter(False)
             if self._pacer is not None:
                 self._pacer.start(time.monotonic(), session.steps)
             self._publish(session.due(-1, 0, every_sensor=True))
         return self._serve(response, "reset", apply)
 
-    def _on_step(self, request: StepSim.Request, response: StepSim.Response):
+    async def _on_step(self, request: StepSim.Request, response: StepSim.Response):
         cfg = self.config
         if cfg is not None and cfg.clock_mode != CLOCK_LOCKSTEP:
             response.success = False
             response.message = "sim/step needs clock_mode lockstep (this one runs free)"
             return response
+        if request.wait_command and self.session is not None and self._active:
+            refused = self._refuse_wait(request)
+            if refused:
+                response.success, response.message = False, refused
+                return response
+            want = _nanos(request.command_stamp)
+            if self._command_ns != want:
+                timeout = request.wait_timeout or WAIT_COMMAND_TIMEOUT_S
+                future = Future()
+                self._waiter = (want, future, time.monotonic() + timeout)
+                if not await future:
+                    response.success = False
+                    response.message = (f"no joint_trajectory stamped "
+                                        f"{want * 1e-9:.3f} within {timeout:g} s")
+                    return response
 
         def apply(session: SimSession) -> None:
-            session.step(max(int(request.steps), 1))
-            self._publish(session.due(-1, session.steps, every_sensor=True))
+            if not request.no_step:
+                session.step(max(int(request.steps), 1))
+                self._publish(session.due(-1, session.steps, every_sensor=True))
+            if request.return_state:
+                self._fill_state(response)
         return self._serve(response, "step", apply)
+
+    def _refuse_wait(self, request: StepSim.Request) -> str:
+        """Why a ``wait_command`` step cannot be served ("" when it can)."""
+        session = self.session
+        assert session is not None
+        if not session.is_arm:
+            return "wait_command needs an arm scenario (cmd_vel carries no stamp)"
+        if self._waiter is not None:
+            return "another step is already waiting for a command"
+        if _nanos(request.command_stamp) != _nanos(time_msg(session.time)):
+            return (f"command_stamp {time_seconds(request.command_stamp):.3f} is not the "
+                    f"simulation time {session.time:.3f}")
+        return ""
+
+    def _fill_state(self, response: StepSim.Response) -> None:
+        """The ground truth at the current time (the messages just published, else new)."""
+        session = self.session
+        assert session is not None
+        stamp = time_msg(session.time)
+        joints = self._last.get(SENSOR_JOINTS)
+        if joints is None or joints.header.stamp != stamp:
+            j = session.joints()
+            joints = sensors.joint_state_msg(j.names, j.position, j.velocity, j.effort, stamp)
+        response.joint_state = joints
+        if session.is_arm:
+            objects = self._last.get(SENSOR_OBJECTS)
+            if objects is None or objects.header.stamp != stamp:
+                objects = sensors.pose_array_msg(session.object_poses()[1], stamp,
+                                                 C.FRAME_WORLD)
+            response.object_poses = objects
 
     def _on_set_lighting(self, request: SetLighting.Request, response: SetLighting.Response):
         return self._serve(response, "set_lighting",

@@ -32,7 +32,11 @@ class IkConfig:
     attempts: int = dataclasses.field(default=10, metadata={"help": "seeds tried, [1, 1000]"})
     iterations: int = dataclasses.field(
         default=150, metadata={"help": "solver steps per seed, [1, 10000]"})
-    timeout: float = dataclasses.field(default=0.5, metadata={"help": "seconds, (0, 60]"})
+    timeout: float = dataclasses.field(
+        default=0.5, metadata={"help": "seconds, (0, 60]; ignored when deterministic"})
+    deterministic: bool = dataclasses.field(
+        default=True, metadata={"help": "stop after `attempts` seeds only, never on the wall "
+                                        "clock, so a result does not depend on machine load"})
     damping: float = dataclasses.field(default=1e-3, metadata={"help": "QP damping, [0, 1]"})
 
     def __post_init__(self) -> None:
@@ -145,7 +149,9 @@ class IkSolver:
         if seed is not None:
             seeds.append(np.asarray(seed, dtype=float))
         seeds += [np.asarray(s, dtype=float) for s in extra_seeds]
-        deadline = time.monotonic() + cfg.timeout
+        # A wall-clock deadline would make the answer depend on machine load; deterministic
+        # solving is bounded by the number of attempts alone.
+        deadline = float("inf") if cfg.deterministic else time.monotonic() + cfg.timeout
         best = IkResult(success=False)
         tried = 0
         while tried < attempts and time.monotonic() < deadline:

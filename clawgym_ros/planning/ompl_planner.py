@@ -10,6 +10,16 @@ it; a start or goal that is only within the padding (e.g. a grasp pose next to i
 makes that request plan with zero padding instead. Cartesian segments always use zero padding
 (they are meant to approach and touch). Every returned trajectory is re-checked densely with
 zero padding before it is returned; a failing one is re-planned (``attempts``).
+
+Determinism (``deterministic=True``, the default): OMPL draws the seed of every generator it
+creates (state samplers, the path simplifier, nearest-neighbour pivots) from one process-wide
+seed sequence, so by default a plan depends on every plan made earlier in the process. Here
+each solve first re-seeds that sequence with a seed derived from the planner's seed
+(:meth:`OmplPlanner.reseed`, e.g. an episode seed) and the number of solves since; every
+OMPL object of the solve is created afterwards. The solve stops after ``max_iterations``
+planner iterations (counted, not timed) and the path is simplified to convergence
+(``simplifyMax``), so the result depends on neither the process history nor the machine's
+speed; the time limit stays as a backstop.
 """
 
 from __future__ import annotations
@@ -31,8 +41,6 @@ from clawgym_ros.planning.collision import CollisionChecker
 from clawgym_ros.planning.ik import IkConfig, IkSolver
 from clawgym_ros.planning.moveit_config import MoveItConfig, PlannerConfig, load_moveit_config
 from clawgym_ros.planning.timing import time_parameterize
-
-_SEEDED = {"done": False}
 
 #: ompl_planning.yaml parameter -> setter on the OMPL planner object.
 _PARAM_SETTERS = {
@@ -75,6 +83,13 @@ class OmplPlannerConfig:
                                         "(rad), (0, 3.14]"})
     seed: int = dataclasses.field(
         default=0, metadata={"help": "seed of OMPL's and the IK restarts' generators"})
+    deterministic: bool = dataclasses.field(
+        default=True, metadata={"help": "re-seed OMPL before every solve, count iterations "
+                                        "and simplify to convergence (results independent of "
+                                        "earlier plans and of machine speed)"})
+    max_iterations: int = dataclasses.field(
+        default=200_000, metadata={"help": "planner iterations per solve when deterministic, "
+                                           "[1, 10000000]"})
 
     def __post_init__(self) -> None:
         check_range("padding", self.padding, 0.0, 0.1)
@@ -86,6 +101,7 @@ class OmplPlannerConfig:
         check_range("cartesian_step", self.cartesian_step, 0.0, 0.1, low_open=True)
         check_range("max_joint_jump", self.max_joint_jump, 0.0, 3.15, low_open=True)
         check_int("seed", self.seed, 0, 2**31 - 1)
+        check_int("max_iterations", self.max_iterations, 1, 10_000_000)
 
 
 class OmplPlanner(Planner):
@@ -117,10 +133,8 @@ class OmplPlanner(Planner):
         self.group = C.ARM_GROUP
         self._joints = self.moveit.group_joints(self.group)
         ou.setLogLevel(ou.LOG_ERROR)
-        if not _SEEDED["done"]:
-            # OMPL seeds all its generators from one process-wide seed, settable once.
-            ou.RNG.setSeed(self.config.seed + 1)
-            _SEEDED["done"] = True
+        if not self.config.deterministic:
+            _reseed_ompl(self.config.seed + 1)
         self.checker = CollisionChecker(
             model, self._joints, self.moveit.srdf.disabled_collisions,
             padding=self.config.padding, tool_frame=tool_frame, scene_qpos=scene_qpos)
@@ -129,7 +143,8 @@ class OmplPlanner(Planner):
             position_tolerance=float(kin.get("position_tolerance", 0.001)),
             orientation_tolerance=float(kin.get("orientation_tolerance", 0.01)),
             attempts=int(kin.get("kinematics_solver_attempts", 10)),
-            timeout=max(0.05, 10 * float(kin.get("kinematics_solver_timeout", 0.05)))),
+            timeout=max(0.05, 10 * float(kin.get("kinematics_solver_timeout", 0.05))),
+            deterministic=self.config.deterministic),
             seed=self.config.seed)
         self.ik.set_scene_qpos(self.checker.scene_qpos)
         self.current = np.clip(
@@ -143,6 +158,23 @@ class OmplPlanner(Planner):
         self.max_acceleration = np.array(
             [self.moveit.joint_limits[j].max_acceleration for j in self._joints])
         self._shoulder, self._reach = self._workspace()
+        self._seed = int(self.config.seed)
+        self._solves = 0
+
+    def reseed(self, seed: int) -> None:
+        """Make the following solves depend only on ``seed`` and their order from now on.
+
+        Args:
+            seed: any non-negative integer (e.g. an episode seed).
+        """
+        self._seed = int(seed)
+        self._solves = 0
+
+    def _next_ompl_seed(self) -> int:
+        """The OMPL root seed of the next solve (non-zero, 32 bits)."""
+        state = np.random.SeedSequence([self._seed, self._solves]).generate_state(1)
+        self._solves += 1
+        return int(state[0]) or 1
 
     # ----------------------------------------------------------------- state
     @property
@@ -233,8 +265,9 @@ class OmplPlanner(Planner):
                         T.REASON_TIMEOUT, f"{pcfg.name} found no path in {time_limit:g} s")
                 return T.PlanResult.failure(
                     T.REASON_GOAL_UNREACHABLE, f"{pcfg.name}: {status}")
-            traj = time_parameterize(waypoints, self._joints, self.max_velocity * vscale,
-                                     self.max_acceleration * ascale, self.config.trajectory_dt)
+            traj = _timed_within_limits(waypoints, self._joints, self.max_velocity * vscale,
+                                        self.max_acceleration * ascale,
+                                        self.config.trajectory_dt)
             chk.set_padding(0.0)
             if traj is None:
                 message = "time parameterization failed"
@@ -326,6 +359,8 @@ class OmplPlanner(Planner):
         from ompl import base as ob
         from ompl import geometric as og
 
+        if self.config.deterministic:
+            _reseed_ompl(self._next_ompl_seed())
         n = len(self._joints)
         space = ob.RealVectorStateSpace(n)
         bounds = ob.RealVectorBounds(n)
@@ -351,14 +386,19 @@ class OmplPlanner(Planner):
             if setter is not None:
                 setter(type_of(key)(value))
         setup.setPlanner(planner)
-        status = setup.solve(float(time_limit))
+        if self.config.deterministic and pcfg.short_type not in _THREADED_PLANNERS:
+            status = setup.solve(_iteration_condition(self.config.max_iterations, time_limit))
+        else:
+            status = setup.solve(float(time_limit))
         if not setup.haveExactSolutionPath():
             kind = status.getStatus()
             return None, ("timeout" if kind in (ob.PlannerStatus.TIMEOUT,
                                                 ob.PlannerStatus.APPROXIMATE_SOLUTION)
                           else str(status))
         if self.config.simplify_time > 0.0:
-            setup.simplifySolution(self.config.simplify_time)
+            # a duration of 0 makes OMPL simplify to convergence (simplifyMax): no clock
+            setup.simplifySolution(0.0 if self.config.deterministic
+                                   else self.config.simplify_time)
         path = setup.getSolutionPath()
         out = np.array([[path.getState(k)[i] for i in range(n)]
                         for k in range(path.getStateCount())])
@@ -380,6 +420,64 @@ class OmplPlanner(Planner):
                 shoulder = chk.data.xpos[shoulder_body].copy()
             far = max(far, float(np.linalg.norm(tool - shoulder)))
         return shoulder, far * 1.02
+
+
+def _timed_within_limits(waypoints: np.ndarray, joints: tuple[str, ...] | list[str],
+                         vmax: np.ndarray, amax: np.ndarray, dt: float, tries: int = 3
+                         ) -> T.Trajectory | None:
+    """toppra timing whose sampled velocities and accelerations respect the limits.
+
+    toppra's discretized solution can overshoot the acceleration limit at sharp polyline
+    corners (measured: 15 % on a path around the wall); the path is then re-timed with the
+    limits scaled down by the overshoot (at most ``tries`` times).
+    """
+    vlim, alim = np.asarray(vmax, dtype=float), np.asarray(amax, dtype=float)
+    traj = None
+    for _ in range(tries):
+        traj = time_parameterize(waypoints, joints, vlim, alim, dt)
+        if traj is None:
+            return None
+        over_v = float(np.max(np.abs(traj.velocities) / vmax))
+        over_a = float(np.max(np.abs(traj.accelerations) / amax))
+        if over_v <= 1.02 and over_a <= 1.02:
+            return traj
+        vlim = vlim / max(1.0, over_v) * 0.99
+        alim = alim / max(1.0, over_a) * 0.99
+    return traj
+
+
+def _reseed_ompl(seed: int) -> None:
+    """Re-seed OMPL's process-wide seed sequence (it logs an error when seeds were already
+    drawn, yet re-seeds: the logger is silenced around the call)."""
+    from ompl import util as ou
+
+    level = ou.getLogLevel()
+    ou.setLogLevel(ou.LOG_NONE)
+    try:
+        ou.RNG.setSeed(seed)
+    finally:
+        ou.setLogLevel(level)
+
+
+#: Planners that grow their roadmap in a second thread: a Python termination condition called
+#: from that thread deadlocks on the GIL, and their result depends on thread timing anyway, so
+#: they always run under OMPL's own timed condition (not deterministic; documented).
+_THREADED_PLANNERS = frozenset({"PRM", "PRMstar", "LazyPRM", "LazyPRMstar", "SPARS", "SPARStwo"})
+
+
+def _iteration_condition(max_iterations: int, time_limit: float) -> object:
+    """A termination condition that stops after ``max_iterations`` checks (the planner checks
+    once per iteration) or, as a backstop, after ``time_limit`` seconds."""
+    from ompl import base as ob
+
+    deadline = time.perf_counter() + float(time_limit)
+    count = [0]
+
+    def done() -> bool:
+        count[0] += 1
+        return count[0] > max_iterations or time.perf_counter() > deadline
+
+    return ob.PlannerTerminationCondition(done)
 
 
 def type_of(key: str) -> type:

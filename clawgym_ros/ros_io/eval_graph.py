@@ -3,9 +3,9 @@ lockstep episodes, stop everything.
 
 sim_node (lockstep), the interposers the suite needs and policy_node run as child processes of
 a :class:`~clawgym_ros.procs.ProcessGroup` in an isolated ROS domain (localhost only); this
-process joins the same domain with a private rclpy context, spins a helper node in a
-background thread and drives the episodes with
-:class:`~clawgym_ros.ros_io.eval_lockstep.LockstepEvaluator`. Every child is stopped on return,
+process joins the same domain with a private rclpy context and drives the episodes with
+:class:`~clawgym_ros.ros_io.eval_lockstep.LockstepEvaluator`, which spins the helper node's
+executor itself in this thread (no second thread). Every child is stopped on return,
 on error and on Ctrl-C.
 """
 
@@ -15,6 +15,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from clawgym_ros import constants as C
 from clawgym_ros.evaluation.records import EpisodeResult
@@ -56,12 +57,13 @@ def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_s
             group.start_module(proc.name, proc.module, proc.args)
         context = rclpy.Context()
         rclpy.init(context=context, domain_id=domain)
-        node = rclpy.create_node(f"{C.NODE_EVALUATOR}_cli", context=context)
+        # A private helper: no parameter services or rosout (fewer entities to poll per step).
+        node = rclpy.create_node(f"{C.NODE_EVALUATOR}_cli", context=context,
+                                 start_parameter_services=False, enable_rosout=False)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
-        spinner = threading.Thread(target=executor.spin, daemon=True)
-        spinner.start()
-        evaluator = LockstepEvaluator(node, needed_families(specs), timeout, max_steps)
+        evaluator = LockstepEvaluator(node, needed_families(specs), timeout, max_steps,
+                                      executor=executor)
         try:
             wait_ready(evaluator, timeout=max(30.0, timeout))
             return evaluator.run(specs, progress, cancel)
@@ -71,4 +73,70 @@ def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_s
             node.destroy_node()
             if context.ok():
                 rclpy.shutdown(context=context)
-            spinner.join(timeout=2.0)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_lockstep(specs: Sequence[EpisodeSpec], policy: str, max_steps: int,
+                     timeout: float = 10.0) -> dict[str, Any]:
+    """Control steps/s of the lockstep graph (``clawgym bench eval``).
+
+    Starts the graph like :func:`run_ros_graph`, runs ``specs[0]`` as a warm-up (discovery,
+    first IK), then times ``specs[1:]`` and each process's CPU time.
+
+    Returns:
+        ``episodes``, ``control_steps``, ``wall_s``, ``control_steps_per_s`` and
+        ``cpu_ms_per_step`` per process (``sim_node``, ``policy_node``, ``evaluator``).
+
+    Raises:
+        LockstepError: the graph did not come up or stopped answering.
+    """
+    import tempfile
+    import time
+
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    from clawgym_ros.ros_io.eval_lockstep import LockstepEvaluator, wait_ready
+
+    domain = domain_id_for()
+    env = isolated_ros_env(domain)
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
+    logs = tempfile.mkdtemp(prefix="clawgym_bench_eval_")
+    with ProcessGroup(env=env, log_dir=logs) as group:
+        for proc in graph_processes(specs, policy, ""):
+            group.start_module(proc.name, proc.module, proc.args)
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=domain)
+        node = rclpy.create_node(f"{C.NODE_EVALUATOR}_bench", context=context,
+                                 start_parameter_services=False, enable_rosout=False)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        evaluator = LockstepEvaluator(node, (), timeout, max_steps, executor=executor)
+        try:
+            wait_ready(evaluator)
+            evaluator.run(specs[:1])
+            cpu0 = {name: _cpu_seconds(p.pid) for name, p in group.procs}
+            own0 = time.process_time()
+            steps0 = evaluator.steps_done
+            start = time.perf_counter()
+            evaluator.run(specs[1:])
+            wall = time.perf_counter() - start
+            steps = evaluator.steps_done - steps0
+            cpu = {name: _cpu_seconds(p.pid) - cpu0[name] for name, p in group.procs}
+            cpu["evaluator"] = time.process_time() - own0
+        finally:
+            evaluator.close()
+            executor.shutdown(timeout_sec=1.0)
+            node.destroy_node()
+            if context.ok():
+                rclpy.shutdown(context=context)
+    return {
+        "episodes": len(specs) - 1, "control_steps": steps, "wall_s": round(wall, 3),
+        "control_steps_per_s": round(steps / wall, 1), "target_steps_per_s": 500,
+        "cpu_ms_per_step": {k: round(v / max(steps, 1) * 1e3, 3) for k, v in cpu.items()},
+    }

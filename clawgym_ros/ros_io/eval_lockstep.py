@@ -1,14 +1,16 @@
 """The evaluator's ROS lockstep driver: runs episode specs through sim_node + policy_node.
 
 :class:`LockstepEvaluator` owns service clients (``sim/reset``, ``sim/step``,
-``policy_node/reset``, ``<interposer>/set_perturbation``) and subscriptions (ground-truth
-``joint_states_raw`` / ``object_poses_raw`` / ``odom``, and the policy's commands) on a node
-that an executor spins in *another* thread; :meth:`run` blocks the calling thread (the
-evaluator's worker thread, or the CLI's main thread) and waits on ``threading`` conditions that
-the callbacks signal. The protocol is described in :mod:`clawgym_ros.evaluation.ros_mode`;
-scoring uses the same :class:`~clawgym_ros.evaluation.rollout.EpisodeScorer` and
+``policy_node/reset``, ``<interposer>/set_perturbation``) on a node. Either an executor is
+given and the driver spins it itself in the calling thread (the CLI: no second thread, no GIL
+ping-pong), or the node's executor runs in *another* thread (``evaluator_node``) and
+:meth:`run` waits on the futures. The protocol is described in
+:mod:`clawgym_ros.evaluation.ros_mode`: each ``sim/step`` waits, inside sim_node, for the
+policy's command stamped with the current time and returns the ground truth after the step,
+so the driver subscribes to nothing. Scoring uses the same
+:class:`~clawgym_ros.evaluation.rollout.EpisodeScorer` and
 :class:`~clawgym_ros.evaluation.scripted.LiftTracker` as the in-process ``scene`` world, on the
-true state rebuilt from the ground-truth topics (tool pose by forward kinematics).
+true state rebuilt from that ground truth (tool pose by forward kinematics).
 """
 
 from __future__ import annotations
@@ -19,14 +21,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import PoseArray, Twist
-from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
-from trajectory_msgs.msg import JointTrajectory
 
-from clawgym_interfaces.msg import GripperCommand
 from clawgym_interfaces.srv import ResetSim, SetPerturbation, StepSim
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError
@@ -44,7 +41,6 @@ from clawgym_ros.evaluation.scripted import LiftTracker
 from clawgym_ros.evaluation.suites import EpisodeSpec
 from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import time_seconds
-from clawgym_ros.ros_io.qos import COMMAND_QOS, SENSOR_QOS
 
 CONTROL_DT = 0.02
 
@@ -54,27 +50,27 @@ class LockstepError(ClawgymError):
 
 
 class LockstepEvaluator:
-    """Drives lockstep episodes on ``node`` (spun elsewhere).
+    """Drives lockstep episodes on ``node``.
 
     Args:
-        node: a node whose executor runs in another thread.
+        node: the node owning the clients.
         families: perturbation families whose interposer nodes run.
-        timeout: seconds to wait for any answer, action or state.
+        timeout: seconds to wait for any answer (including the policy's command, which
+            sim_node awaits within a step).
         max_steps: control steps per episode.
         scene: the simulated scene (``tabletop``).
+        executor: spin this executor in the calling thread while waiting; None = the node is
+            spun by another thread.
     """
 
     def __init__(self, node: Node, families: Sequence[str] = (), timeout: float = 5.0,
-                 max_steps: int = 500, scene: str = C.SCENE_TABLETOP) -> None:
+                 max_steps: int = 500, scene: str = C.SCENE_TABLETOP,
+                 executor: Any | None = None) -> None:
         self.node = node
         self.timeout = timeout
         self.max_steps = max_steps
         self.scene = scene
-        self.cond = threading.Condition()
-        self.truth: dict[str, tuple[float, Any]] = {}
-        self.action_stamp: float | None = None
-        self.grippers = 0
-        self.twists = 0
+        self.executor = executor
         self.steps_done = 0
         self.assembler = ObservationAssembler(scene)
         self.reset_client = node.create_client(ResetSim, C.SRV_RESET)
@@ -83,106 +79,51 @@ class LockstepEvaluator:
         self.perturbation_clients = {
             f: node.create_client(SetPerturbation, f"{INTERPOSERS[f]}/{C.SRV_SET_PERTURBATION}")
             for f in families}
-        self._subs = [
-            node.create_subscription(JointState, C.TOPIC_JOINT_STATES_RAW, self._on_joints,
-                                     SENSOR_QOS),
-            node.create_subscription(PoseArray, C.TOPIC_OBJECT_POSES_RAW, self._on_objects,
-                                     SENSOR_QOS),
-            node.create_subscription(Odometry, C.TOPIC_ODOM, self._on_odom, SENSOR_QOS),
-            node.create_subscription(JointTrajectory, C.TOPIC_JOINT_TRAJECTORY,
-                                     self._on_trajectory, COMMAND_QOS),
-            node.create_subscription(GripperCommand, C.TOPIC_GRIPPER_COMMAND, self._on_gripper,
-                                     COMMAND_QOS),
-            node.create_subscription(Twist, C.TOPIC_CMD_VEL, self._on_twist, COMMAND_QOS),
-        ]
 
     def close(self) -> None:
-        """Destroy the clients and subscriptions."""
-        for sub in self._subs:
-            self.node.destroy_subscription(sub)
+        """Destroy the clients."""
         for client in (self.reset_client, self.step_client, self.policy_client,
                        *self.perturbation_clients.values()):
             self.node.destroy_client(client)
-        self._subs = []
-
-    # ------------------------------------------------------------------ callbacks (executor)
-    def _store(self, key: str, stamp, value: Any) -> None:
-        with self.cond:
-            self.truth[key] = (time_seconds(stamp), value)
-            self.cond.notify_all()
-
-    def _on_joints(self, msg: JointState) -> None:
-        self._store("joints", msg.header.stamp, (list(msg.name), np.asarray(msg.position),
-                                                 np.asarray(msg.velocity)))
-
-    def _on_objects(self, msg: PoseArray) -> None:
-        self._store("objects", msg.header.stamp, sensors.pose_array_values(msg))
-
-    def _on_odom(self, msg: Odometry) -> None:
-        self._store("odom", msg.header.stamp, msg)
-
-    def _on_trajectory(self, msg: JointTrajectory) -> None:
-        with self.cond:
-            self.action_stamp = time_seconds(msg.header.stamp)
-            self.cond.notify_all()
-
-    def _on_gripper(self, msg: GripperCommand) -> None:
-        with self.cond:
-            self.grippers += 1
-            self.cond.notify_all()
-
-    def _on_twist(self, msg: Twist) -> None:
-        with self.cond:
-            self.twists += 1
-            self.cond.notify_all()
+        self.perturbation_clients = {}
 
     # ------------------------------------------------------------------ waiting
-    def _wait(self, predicate: Callable[[], bool], what: str) -> None:
-        with self.cond:
-            if not self.cond.wait_for(predicate, self.timeout):
-                raise LockstepError(f"ros evaluation: no {what} within {self.timeout:g} s")
-
     def _call(self, client, request, what: str):
         if not client.service_is_ready() and not client.wait_for_service(
                 timeout_sec=self.timeout):
             raise LockstepError(f"ros evaluation: service {client.srv_name} is not available "
                                 f"({what})")
-        event = threading.Event()
         future = client.call_async(request)
-        future.add_done_callback(lambda _: event.set())
-        if not event.wait(self.timeout):
+        if self.executor is not None:
+            self.executor.spin_until_future_complete(future, timeout_sec=self.timeout)
+            done = future.done()
+        else:
+            event = threading.Event()
+            future.add_done_callback(lambda _: event.set())
+            done = event.wait(self.timeout)
+        if not done:
+            client.remove_pending_request(future)
             raise LockstepError(f"ros evaluation: {what} timed out after {self.timeout:g} s")
         response = future.result()
         if hasattr(response, "success") and not response.success:
             raise LockstepError(f"ros evaluation: {what} failed: {response.message}")
         return response
 
-    def _truth_at(self, stamp: float) -> dict[str, np.ndarray]:
-        keys = ("joints", "objects") if self.assembler.is_arm else ("joints", "odom")
+    def _step(self, stamp, steps: int = 1) -> tuple[float, Any, dict[str, np.ndarray]]:
+        """Step once the policy's command stamped ``stamp`` reached sim_node (``steps`` = 0:
+        only wait for it); returns (time, stamp message, true state) after the step."""
+        request = StepSim.Request(steps=max(steps, 1), no_step=steps == 0, wait_command=True,
+                                  command_stamp=stamp, wait_timeout=float(self.timeout),
+                                  return_state=True)
+        response = self._call(self.step_client, request, f"sim/step at t="
+                              f"{time_seconds(stamp):.3f} (waits for the policy's command)")
+        return time_seconds(response.stamp), response.stamp, self._state(response)
 
-        def ready() -> bool:
-            return all(k in self.truth and abs(self.truth[k][0] - stamp) < 1e-6 for k in keys)
-
-        self._wait(ready, f"ground-truth state at t={stamp:.3f}")
-        names, pos, vel = self.truth["joints"][1]
-        state = self.assembler.joints(names, pos, vel)
-        if self.assembler.is_arm:
-            state[C.OBS_OBJECT_POSES] = self.truth["objects"][1]
-        else:
-            from clawgym_ros.evaluation.observation import odom_vector
-
-            o = sensors.odom_values(self.truth["odom"][1])
-            state[C.OBS_ODOM] = odom_vector(o.position, o.orientation_wxyz, o.linear_velocity,
-                                            o.angular_velocity)
+    def _state(self, response: StepSim.Response) -> dict[str, np.ndarray]:
+        js = response.joint_state
+        state = self.assembler.joints(js.name, js.position, js.velocity)
+        state[C.OBS_OBJECT_POSES] = sensors.pose_array_values(response.object_poses)
         return state
-
-    def _action_for(self, stamp: float, grippers: int, twists: int) -> None:
-        if self.assembler.is_arm:
-            self._wait(lambda: self.action_stamp is not None and
-                       abs(self.action_stamp - stamp) < 1e-6,
-                       f"policy action for t={stamp:.3f}")
-        else:
-            self._wait(lambda: self.twists > twists, f"policy action for t={stamp:.3f}")
 
     # ------------------------------------------------------------------ episodes
     def _configure_perturbations(self, spec: EpisodeSpec) -> list[Any]:
@@ -213,35 +154,29 @@ class LockstepEvaluator:
                                "tabletop scene that sim_node simulates here")
         cores = self._configure_perturbations(spec)
         self._call(self.policy_client, Trigger.Request(), "policy_node reset")
-        with self.cond:
-            self.truth.clear()
-            self.action_stamp = None
-            grippers, twists = self.grippers, self.twists
-        self._call(self.reset_client, ResetSim.Request(seed=int(spec.seed)), "sim/reset")
+        reset = self._call(self.reset_client, ResetSim.Request(seed=int(spec.seed)),
+                           "sim/reset")
+        # The state at t=0 (no command awaited, no step).
+        start = self._call(self.step_client, StepSim.Request(no_step=True, return_state=True),
+                           "sim/step (initial state)")
         tracker = LiftTracker()
         scorer = EpisodeScorer(spec, CONTROL_DT, joint_limits(self.scene))
-        t = 0.0
-        state = self._truth_at(t)
+        t, stamp, state = time_seconds(reset.stamp), reset.stamp, self._state(start)
         scorer.observe(t, state)
         tracker.update(t, state)
         success = False
         for _ in range(self.max_steps):
-            self._action_for(t, grippers, twists)
-            with self.cond:
-                grippers, twists = self.grippers, self.twists
-            response = self._call(self.step_client, StepSim.Request(steps=1), "sim/step")
+            t, stamp, state = self._step(stamp)
             self.steps_done += 1
-            t = time_seconds(response.stamp)
-            state = self._truth_at(t)
             if not scorer.observe(t, state):
                 break
             tracker.update(t, state)
             success = tracker.success(state)[0]
             if success:
                 break
-        # The policy acts on the last observation too: wait, so its commands cannot reach
-        # sim_node after the next reset.
-        self._action_for(t, grippers, twists)
+        # The policy acts on the last observation too: wait until that command reached
+        # sim_node, so no command of this episode can arrive after the next reset.
+        self._step(stamp, steps=0)
         return scorer.result(tracker.stages, tracker.reached_names, success,
                              perturbation_values(cores))
 

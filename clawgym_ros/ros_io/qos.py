@@ -18,6 +18,12 @@ COMMAND_QOS = QoSProfile(
     durability=DurabilityPolicy.VOLATILE,
 )
 #: Status and reports: reliable, transient local, depth 1 (late joiners get the last one).
+#: Sensor topics of a lockstep simulation: every sample of every stamp must arrive (a reliable
+#: publisher also serves best-effort SENSOR_QOS subscribers).
+LOCKSTEP_SENSOR_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=5, reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
 LATCHED_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.TRANSIENT_LOCAL,

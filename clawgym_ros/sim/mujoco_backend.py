@@ -415,6 +415,11 @@ class MujocoBackend(SimBackend):
             else:
                 ctrl[:] = self._cmd
             mujoco.mj_step(m, d, nstep=self.substeps)
+        # mj_step leaves positions-derived quantities (site/body poses) one physics substep
+        # behind qpos; refresh them so tool_pose (and GPS, cameras) match the joint state,
+        # exactly as forward kinematics of the reported joints gives (the ROS path). Dynamics
+        # are unaffected: the next mj_step recomputes everything from qpos/qvel.
+        mujoco.mj_kinematics(m, d)
 
     # ------------------------------------------------------------------ observations
     def observation(self, cameras: Sequence[str] | None = None) -> dict[str, np.ndarray]:

@@ -133,6 +133,8 @@ class Task:
         expert: ``"module:function"`` of the expert, ``generate(spec) -> EpisodeRecord``.
         goal_tolerance: tolerance of the default goal check for numbers.
         max_contact_force: feasibility threshold on the largest contact force (N).
+        arm_expert: the expert is an :class:`~clawgym_ros.tasks.expert.ArmExpert` (replay
+            goes through it; otherwise through the task env, see :mod:`.replay`).
     """
 
     name: ClassVar[str] = ""
@@ -145,6 +147,7 @@ class Task:
     expert: ClassVar[str] = ""
     goal_tolerance: ClassVar[float] = 0.01
     max_contact_force: ClassVar[float] = 200.0
+    arm_expert: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ templates
     @property

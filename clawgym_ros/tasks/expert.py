@@ -7,9 +7,10 @@ collision checker and mink IK on a copy of the template's model):
 * tool poses -> joints by IK seeded with the current configuration (then home), restarts from
   a generator seeded by the episode seed (so results do not depend on earlier episodes);
 * free-space moves are joint-space lines checked for collision; only when a line collides is
-  OMPL asked (``planning="auto"``; ``"ompl"`` always plans with OMPL). OMPL's sampler is seeded
-  once per process, so an OMPL fallback is the one place where the worker layout could change
-  a path; in the tabletop scenes the lines are collision-free and OMPL is not needed;
+  OMPL asked (``planning="auto"``; ``"ompl"`` always plans with OMPL). The planner is
+  re-seeded with the episode seed (:meth:`OmplPlanner.reseed`: every OMPL solve re-seeds
+  OMPL's process-wide seed sequence from it, counts iterations instead of time and simplifies
+  to convergence), so OMPL paths do not depend on earlier episodes of the worker either;
 * Cartesian moves (approach, lift, place, insertion) solve IK at waypoints along the straight
   tool line, each seeded with the previous solution, and reject joint jumps;
 * timing: a quintic (minimum-jerk) time scaling along the joint polyline, within the URDF
@@ -43,6 +44,8 @@ from clawgym_ros.tasks.world import TaskEnv
 #: Obs keys recorded for arm tasks (state only; images on request).
 ARM_OBS_KEYS = (C.OBS_JOINT_POS, C.OBS_JOINT_VEL, C.OBS_GRIPPER, C.OBS_TOOL_POSE,
                 C.OBS_OBJECT_POSES)
+#: Task goal observations recorded as well when the task env provides them.
+GOAL_OBS_KEYS = (C.OBS_PLACE_GOAL,)
 #: Gripper width command slew rate (m/s of total width): each finger moves at half of it,
 #: well inside the URDF finger velocity limit (0.2 m/s).
 GRIPPER_RATE = 0.2
@@ -173,6 +176,7 @@ class ArmExpert:
         self.perturbations = make_perturbations(spec)
         self.env = wrap_env(self.base, self.perturbations)
         self.planner.ik.rng = np.random.default_rng(spec.seed)
+        self.planner.reseed(spec.seed)
         self.planner.detach_object()          # a failed earlier episode may have left one
         self.obs, info = self.env.reset(seed=spec.seed,
                                         options={"episode_index": int(spec.index)})
@@ -234,7 +238,8 @@ class ArmExpert:
         images = None
         if self.options.images:
             images = {C.CAMERA_WRIST: b.render(C.CAMERA_WRIST)}
-        self.rec.step(t, obs={k: obs[k] for k in ARM_OBS_KEYS}, action=action,
+        recorded = ARM_OBS_KEYS + tuple(k for k in GOAL_OBS_KEYS if k in obs)
+        self.rec.step(t, obs={k: obs[k] for k in recorded}, action=action,
                       joint_position=pos, joint_velocity=vel, joint_effort=eff,
                       contact_force=info["contact_force"], collision=info["collision"],
                       energy=float(b.data.energy[0] + b.data.energy[1]), images=images)

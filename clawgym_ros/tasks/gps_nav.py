@@ -12,7 +12,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import mujoco
 import numpy as np
 from gymnasium import spaces
 
@@ -258,7 +257,7 @@ class GpsNavEnv(TaskEnv):
     but ``odom`` is wheel-encoder dead reckoning in the odom frame (the start pose), not ground
     truth, plus ``nav_goal`` = (latitude, longitude, waypoints left) of the current waypoint.
     ``info`` adds ``waypoints_geodetic`` and ``base_xy`` (truth). Unintended collision = a
-    robot geom touching a static geom other than the floor.
+    robot geom touching anything but the floor (``allowed_contacts``).
 
     Args:
         template: fixed template name, or "" for a training template per reset.
@@ -266,6 +265,8 @@ class GpsNavEnv(TaskEnv):
     """
 
     task_cls = GpsNav
+    #: wheels (and the chassis) may touch the floor; any other robot contact is a collision
+    allowed_contacts = (("robot", "floor"),)
 
     def __init__(self, template: str = "", **kwargs: Any) -> None:
         self._router = scene_router(ROUTE_INFLATE + 0.1)
@@ -291,31 +292,6 @@ class GpsNavEnv(TaskEnv):
     def make_tracker(self, goal: NavGoal) -> NavTracker:
         """A tracker starting at the base's true position."""
         return NavTracker(goal, self.backend.odometry()[:2])
-
-    def _prepare_contacts(self, backend: Any) -> None:
-        m, idx = backend.model, backend.index
-        floor = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "floor")
-        robot = np.zeros(m.ngeom, dtype=bool)
-        robot[np.asarray(idx.robot_geoms, dtype=int)] = True
-        static = np.zeros(m.ngeom, dtype=bool)
-        static[np.asarray(idx.obstacle_geoms, dtype=int)] = True
-        static[floor] = False
-        backend._unintended_geoms = (robot[:, None] & static[None, :]) | \
-            (static[:, None] & robot[None, :])
-
-    def _contacts(self) -> tuple[float, bool]:
-        d = self.backend.data
-        n = d.ncon
-        if n == 0:
-            return 0.0, False
-        con = d.contact
-        efc = con.efc_address[:n]
-        active = efc >= 0
-        force = float(np.max(np.abs(d.efc_force[efc[active]]))) if active.any() else 0.0
-        geoms = con.geom[:n]
-        bad = self.backend._unintended_geoms[geoms[:, 0], geoms[:, 1]] & active & \
-            (con.dist[:n] <= 0.0)
-        return force, bool(bad.any())
 
     # ------------------------------------------------------------------ spaces and API
     def _observation_space(self) -> spaces.Dict:

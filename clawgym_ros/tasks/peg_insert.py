@@ -89,6 +89,7 @@ class PegInsert(Task):
     expert = "clawgym_ros.tasks.peg_insert:generate"
     goal_tolerance = 0.0
     max_contact_force = 150.0
+    arm_expert = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,15 +204,18 @@ class PegInsertEnv(TaskEnv):
         shape = template.params["shape"]
         peg = spec.body(OBJECTS[0])
         if shape == "hex":
+            # A regular hexagonal prism (across flats PEG_WIDTH, side PEG_WIDTH / sqrt(3)) as
+            # the union of three side x across-flats boxes at 0, 60 and 120 degrees: flats at
+            # y = +-PEG_WIDTH / 2, corners on the x axis (the hole's long side). All three
+            # boxes must have this size; a box with the half sizes swapped and turned by 60
+            # degrees is a box at 150 degrees whose corners stick out 1.5 mm past the flats.
             g = peg.geoms[0]
-            g.size = [PEG_WIDTH / 2, PEG_WIDTH / (2 * math.sqrt(3)), PEG_LENGTH / 2]
+            g.size = [PEG_WIDTH / (2 * math.sqrt(3)), PEG_WIDTH / 2, PEG_LENGTH / 2]
             for k in (1, 2):
                 peg.add_geom(name=f"{OBJECTS[0]}_part{k}", type=mujoco.mjtGeom.mjGEOM_BOX,
                              size=list(g.size), rgba=list(g.rgba), friction=list(g.friction),
                              condim=4, mass=0.0,
                              quat=list(S.rpy_to_quat((0.0, 0.0, k * math.pi / 3))))
-            # long axis of the hexagon along x: rotate the first box so corners lie on x
-            g.size = [PEG_WIDTH / (2 * math.sqrt(3)), PEG_WIDTH / 2, PEG_LENGTH / 2]
         for g in peg.geoms:
             g.solref = [0.004, 1.0]
         block = spec.body(OBJECTS[1])
@@ -275,10 +279,14 @@ class PegExpert(ArmExpert):
         shape = goal.shape
         peg = self.state()[C.OBS_OBJECT_POSES][0]
         peg_yaw = _yaw(peg[3:])
-        # fingers close across the peg's faces (square) / flats (hex: its y axis)
-        yaw = _closest(peg_yaw + (math.pi / 2 if shape != "round" else 0.0), math.pi)
+        # The fingers close along the tool's y axis, (sin yaw, -cos yaw): yaw = peg yaw + pi/2
+        # closes along the peg's x axis (square: a pair of faces), yaw = peg yaw along its y
+        # axis (hex: across the flats; its x axis runs through two corners, a grip there
+        # pinches the corners and lets the peg turn in the hand).
         if shape == "round":
             yaw = 0.0
+        else:
+            yaw = _closest(peg_yaw + (math.pi / 2 if shape == "square" else 0.0), math.pi)
         quat = top_down_quat(yaw)
         grasp = np.array([peg[0], peg[1], peg[2] + PEG_LENGTH / 2 - 0.018])
         self.sync_planner()

@@ -103,6 +103,7 @@ class PickPlace(Task):
     expert = "clawgym_ros.tasks.pick_place:generate"
     goal_tolerance = 0.0
     max_contact_force = 150.0
+    arm_expert = True
 
     def template_stages(self, template: Template) -> tuple[str, ...]:
         return STAGES * int(template.params.get("placements", 1))
@@ -286,7 +287,9 @@ def geometry(key: str) -> tuple[float, float, float]:
 class PickPlaceEnv(TaskEnv):
     """``clawgym/PickPlace-v0``: the tabletop with the template's objects and bins; stage
     tracking and success as in :class:`PickPlace`. kwargs: ``template`` (empty = a training
-    template per reset) and :class:`~clawgym_ros.sim.envs.ClawEnv`'s."""
+    template per reset) and :class:`~clawgym_ros.sim.envs.ClawEnv`'s. Besides the simulator's
+    observation keys the observation has ``place_goal`` (:meth:`place_goal`): the goal bin is
+    drawn per episode, so a policy must be told where to place."""
 
     task_cls = PickPlace
 
@@ -353,6 +356,43 @@ class PickPlaceEnv(TaskEnv):
 
     def make_tracker(self, goal: PickPlaceGoal) -> PickPlaceTracker:
         return PickPlaceTracker(goal)
+
+    # ------------------------------------------------------------------ goal observation
+    def _observation_space(self) -> Any:
+        from gymnasium import spaces
+
+        items = dict(super()._observation_space().spaces)
+        items[C.OBS_PLACE_GOAL] = spaces.Box(-np.inf, np.inf, (3,), np.float64)
+        return spaces.Dict(items)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Reset (see :class:`TaskEnv`); the observation carries ``place_goal``."""
+        obs, info = super().reset(seed=seed, options=options)
+        return self._with_goal(obs), info
+
+    def step(self, action: dict[str, Any]
+             ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """One control step (see :class:`TaskEnv`); the observation carries ``place_goal``."""
+        obs, reward, terminated, truncated, info = super().step(action)
+        return self._with_goal(obs), reward, terminated, truncated, info
+
+    def _with_goal(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        obs[C.OBS_PLACE_GOAL] = self.place_goal(obs[C.OBS_OBJECT_POSES])
+        return obs
+
+    def place_goal(self, poses: np.ndarray) -> np.ndarray:
+        """The goal of the current placement, as the policy observes it: (x, y, z) where the
+        centre of the object being placed comes to rest (the goal bin's centre or, for the
+        second object of ``stack``, on top of the first object); zeros before a goal is drawn.
+        """
+        goal: PickPlaceGoal | None = self.goal
+        if goal is None or self.tracker is None:
+            return np.zeros(3)
+        k = min(len(self.tracker.reached) // len(STAGES), len(goal.placements) - 1)
+        p = goal.placements[k]
+        xy = goal.target_xy(p, poses)
+        return np.array([xy[0], xy[1], goal.rest_z(p, poses)], dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -351,44 +351,26 @@ class PillHandoverEnv(TaskEnv):
         items[OBS_HAND] = spaces.Box(-np.inf, np.inf, (8,), np.float64)
         return spaces.Dict(items)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
-              ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Reset the scene, draw the object pose and the hand's path."""
-        obs, info = super().reset(seed=seed, options=options)
-        obs[OBS_HAND] = self.hand.state_vector()
-        info.update(self._hand_info(obs))
-        return obs, info
-
-    def step(self, action: dict[str, Any]
-             ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        """Move the hand, then one control step of the robot; the tracker sees the true
-        state."""
-        assert self.hand is not None and self.tracker is not None
+    def before_physics(self, action: Mapping[str, Any]) -> None:
+        """Move the hand (it reacts to the object and the grip before the robot's step)."""
+        assert self.hand is not None
         b = self.backend
-        dt = b.control_dt
-        hand_grasp, grip = self._touches()
+        _, grip = self._touches()
         obj_pos = b.object_poses()[OBJECT][:3]
         obj_speed = float(np.linalg.norm(b.data.qvel[self._obj_dof][:3]))
-        self.hand.update(b.time, dt, obj_pos, obj_speed, grip)
+        self.hand.update(b.time, b.control_dt, obj_pos, obj_speed, grip)
         self._place_hand()
-        import time as _time
 
-        t0 = _time.perf_counter()
-        b.step(action)
-        self.physics_time += _time.perf_counter() - t0
-        self.last_contact_force, self.last_collision = self._contacts()
-        tool = b.tool_pose()[:3]
-        self._tool_speed = float(np.linalg.norm(tool - self._prev_tool)) / dt
+    def after_physics(self) -> None:
+        """Measure the tool speed over the step."""
+        tool = self.backend.tool_pose()[:3]
+        self._tool_speed = float(np.linalg.norm(tool - self._prev_tool)) / \
+            self.backend.control_dt
         self._prev_tool = tool.copy()
-        state = self.true_state()
-        new = self.tracker.update(b.time, state)
-        success, _ = self.tracker.success(state)
-        info = self._task_info()
-        info["new_stages"] = new
+
+    def step_info(self, info: dict[str, Any], state: Mapping[str, np.ndarray]) -> None:
+        """Add ``hand_phase``, ``hand_distance`` and ``tool_speed``."""
         info.update(self._hand_info(state))
-        obs = {k: v for k, v in state.items()
-               if k in self.observation_space.spaces}
-        return obs, float(len(self.tracker.reached)), bool(success), False, info
 
     def _hand_info(self, obs: Mapping[str, np.ndarray]) -> dict[str, Any]:
         assert self.hand is not None

@@ -5,16 +5,26 @@ intensity; their generators are keyed by the episode seed), sends the recorded a
 control step and records a new episode: stages, outcome, goal/achieved and the physical arrays
 come from the replay, the skill calls are copied from the original (they annotate the actions).
 Sign the result off with the task's :meth:`~clawgym_ros.tasks.base.Task.signoff`.
+
+Arm tasks whose expert is an :class:`~clawgym_ros.tasks.expert.ArmExpert` (pick_place,
+peg_insert: ``Task.arm_expert``) replay through it; the others (gps_nav, pill_handover) replay
+in the env their experts build (:func:`~clawgym_ros.tasks.episode_tools.wrapped_env` with
+:func:`~clawgym_ros.tasks.episode_tools.perturbations_for`), recording what their experts
+record: the observation before each step, the true joint state after it, and energy when the
+original has it.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from clawgym_ros import constants as C
-from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeSpec
+from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeRecorder, EpisodeSpec
+from clawgym_ros.tasks.episode_tools import perturbation_params, perturbations_for, wrapped_env
 from clawgym_ros.tasks.expert import ArmExpert
 from clawgym_ros.tasks.registry import get_task
 from clawgym_ros.tasks.world import TaskEnv
@@ -28,17 +38,32 @@ def env_class(env_id: str) -> type[TaskEnv]:
     return getattr(importlib.import_module(module), cls)
 
 
-def spec_of(record: EpisodeRecord) -> EpisodeSpec:
-    """The episode spec that reproduces ``record`` (template pinned to the one used)."""
+def spec_of(record: EpisodeRecord, options: Mapping[str, Any] | None = None) -> EpisodeSpec:
+    """The episode spec that reproduces ``record`` (template pinned to the one used).
+
+    Args:
+        record: the recorded episode.
+        options: the generation options that shape the env (e.g. gps_nav's ``perturbation``
+            overrides); records do not store them.
+    """
     return EpisodeSpec(index=record.episode_index, seed=record.seed, task=record.task,
                        template=record.template, family=record.family,
-                       intensity=record.intensity, difficulty=record.difficulty)
+                       intensity=record.intensity, difficulty=record.difficulty,
+                       options=dict(options or {}))
 
 
-def replay_record(record: EpisodeRecord) -> EpisodeRecord:
-    """Replay ``record``'s actions (arm tasks) and return the replayed record."""
+def replay_record(record: EpisodeRecord, options: Mapping[str, Any] | None = None
+                  ) -> EpisodeRecord:
+    """Replay ``record``'s actions and return the replayed record.
+
+    Args:
+        record: the recorded episode.
+        options: generation options needed to rebuild its env (see :func:`spec_of`).
+    """
     task = get_task(record.task)
-    expert = ArmExpert(spec_of(record), task, env_class(task.env_id))
+    if not task.arm_expert:
+        return _replay_in_env(record, spec_of(record, options))
+    expert = ArmExpert(spec_of(record, options), task, env_class(task.env_id))
     acts = record.actions
     target = acts[C.ACT_JOINT_TARGET]
     vel = acts.get(C.ACT_JOINT_VEL, np.zeros_like(target))
@@ -52,3 +77,38 @@ def replay_record(record: EpisodeRecord) -> EpisodeRecord:
     ok, why = tracker.success(state)
     return expert.rec.finish(success=ok, reason=why, goal=expert.base.goal_dict(),
                              achieved=tracker.achieved(state))
+
+
+def _replay_in_env(record: EpisodeRecord, spec: EpisodeSpec) -> EpisodeRecord:
+    """Replay in the env the gps_nav / pill_handover experts build (see the module doc)."""
+    task = get_task(record.task)
+    overrides = {k: dict(v) for k, v in dict(spec.options.get("perturbation", {})).items()}
+    env = wrapped_env(task.env_id, perturbations_for(spec.family, spec.intensity, spec.seed,
+                                                     overrides), template=record.template)
+    try:
+        obs, info = env.reset(seed=spec.seed, options={"template": record.template})
+        core = env.unwrapped
+        b = core.backend
+        rec = EpisodeRecorder(spec, record.joint_names, template=record.template,
+                              perturbation_params=perturbation_params(info))
+        keys = list(record.observations)
+        for k in range(record.num_steps):
+            action = {key: value[k] for key, value in record.actions.items()}
+            prev = obs
+            obs, _, _, _, inf = env.step(action)
+            _, q, dq, tau = b.joint_state()
+            rec.step(b.time, obs={key: prev[key] for key in keys}, action=action,
+                     joint_position=q, joint_velocity=dq, joint_effort=tau,
+                     contact_force=float(inf.get("contact_force", 0.0)),
+                     collision=bool(inf.get("collision", False)),
+                     energy=(float(b.data.energy.sum()) if record.energy is not None
+                             else None))
+            for name in inf.get("new_stages", []):
+                rec.stage(name, b.time)
+        rec.skill_calls = list(record.skill_calls)
+        state = core.true_state()
+        ok, why = core.tracker.success(state)
+        achieved = {**record.achieved, **core.tracker.achieved(state)}
+        return rec.finish(success=ok, reason=why, goal=core.goal_dict(), achieved=achieved)
+    finally:
+        env.close()

@@ -31,6 +31,9 @@ class SynthRequest:
     mixture: MixtureSpec | None = None
     workers: int = 0                         # 0 = one per core
     images: bool = False
+    #: extra generator options for every episode (e.g. ``{"planning": "ompl"}``); part of
+    #: the dataset id
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_int("episodes", self.episodes, 1, 10_000_000)
@@ -70,7 +73,9 @@ def synthesize(request: SynthRequest, progress: ProgressCallback | None = None,
         task = get_task(cell.task)
         if cell.template:
             task.template(cell.template)
-    options: dict[str, Any] = {"images": True} if request.images else {}
+    options: dict[str, Any] = dict(request.options)
+    if request.images:
+        options["images"] = True
     specs = plan_episodes(mixture, request.episodes, request.seed, options=options)
     signoff = signoff_for(mixture.tasks)
     generation: Mapping[str, Any] = {"seed": request.seed, "episodes": request.episodes,

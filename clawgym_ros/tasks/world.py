@@ -6,8 +6,12 @@ Each template is simulated by its own backend (model built once per env and temp
 objects, another bin layout, a hole block); every backend of a task has the same observation
 layout, so the Gymnasium spaces never change. Per step the env also measures what the
 feasibility check needs: the largest contact force (normal force of every active contact, N)
-and whether an unintended contact occurred (a robot geom touching anything other than a task
-object with its gripper, or the robot itself), both sampled at the end of each control step.
+and whether an unintended contact occurred, both sampled at the end of each control step.
+Unintended contacts are judged per geom pair: any contact with a robot geom is unintended unless
+the pair is in the task env's :attr:`TaskEnv.allowed_contacts` (pairs of contact groups:
+``robot``, ``gripper``, ``objects``, ``floor``, ``obstacles`` (static geoms other than the
+floor), ``world`` (all static geoms), or a geom or body name). Per geom, because the floor and
+every fixed obstacle belong to the same (world) body.
 """
 
 from __future__ import annotations
@@ -15,18 +19,21 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
 
+from clawgym_ros.errors import ConfigError
 from clawgym_ros.sim import scene as S
 from clawgym_ros.sim.envs import ClawEnv
 from clawgym_ros.sim.mujoco_backend import MujocoBackend, MujocoConfig
 from clawgym_ros.tasks.base import StageTracker, Task, Template
 
-#: Robot bodies allowed to touch task objects (grasping).
+#: Robot bodies allowed to touch task objects (grasping): the ``gripper`` contact group.
 GRIPPER_BODIES = ("gripper_hand", "gripper_left_finger", "gripper_right_finger")
+#: Names of the contact groups usable in :attr:`TaskEnv.allowed_contacts`.
+CONTACT_GROUPS = ("robot", "gripper", "objects", "floor", "obstacles", "world")
 
 
 class TemplateBackend(MujocoBackend):
@@ -54,10 +61,16 @@ class TaskEnv(ClawEnv):
         **kwargs: :class:`ClawEnv` options (cameras, image size, render mode).
 
     Subclasses set :attr:`task_cls` and implement :meth:`build_scene`, :meth:`sample_goal` and
-    :meth:`make_tracker`.
+    :meth:`make_tracker`; optional hooks: :meth:`before_physics`, :meth:`after_physics`,
+    :meth:`step_info`, :meth:`true_state`.
+
+    Attributes:
+        allowed_contacts: pairs of contact groups (see the module docstring) whose contacts
+            are intended; every other contact of a robot geom is an unintended collision.
     """
 
     task_cls: type[Task] = Task
+    allowed_contacts: ClassVar[tuple[tuple[str, str], ...]] = (("gripper", "objects"),)
 
     def __init__(self, template: str = "", **kwargs: Any) -> None:
         self.task = self.task_cls()
@@ -93,6 +106,15 @@ class TaskEnv(ClawEnv):
     def after_reset(self, rng: np.random.Generator) -> None:
         """Hook after the goal is drawn (e.g. set tool wear on the model)."""
 
+    def before_physics(self, action: Mapping[str, Any]) -> None:
+        """Hook before the physics of a control step (e.g. move scripted bodies)."""
+
+    def after_physics(self) -> None:
+        """Hook after the physics of a control step, before the state is read."""
+
+    def step_info(self, info: dict[str, Any], state: Mapping[str, np.ndarray]) -> None:
+        """Hook: add task entries to a step's (and the reset's) ``info`` from the true state."""
+
     # ------------------------------------------------------------------ backends
     def _make_backend(self, config: MujocoConfig) -> MujocoBackend:
         self._config = config
@@ -107,18 +129,47 @@ class TaskEnv(ClawEnv):
             self._prepare_contacts(backend)
         return backend
 
-    def _prepare_contacts(self, backend: MujocoBackend) -> None:
+    def contact_group(self, backend: MujocoBackend, name: str) -> np.ndarray:
+        """Boolean mask over ``backend``'s geoms of a contact group, geom name or body name.
+
+        Raises:
+            ConfigError: ``name`` is neither a group nor a geom or body of the model.
+        """
         m, idx = backend.model, backend.index
-        robot = np.zeros(m.nbody, dtype=bool)
-        robot[idx.robot_bodies] = True
-        gripper = np.zeros(m.nbody, dtype=bool)
-        for name in GRIPPER_BODIES:
-            gripper[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, name)] = True
-        objects = np.zeros(m.nbody, dtype=bool)
-        objects[idx.object_bodies] = True
-        # unintended[b1, b2]: a robot body touching anything but (gripper <-> task object)
+        mask = np.zeros(m.ngeom, dtype=bool)
+        floor = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "floor")
+        if name == "robot":
+            mask[np.asarray(idx.robot_geoms, dtype=int)] = True
+        elif name == "gripper":
+            bodies = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, b) for b in GRIPPER_BODIES]
+            mask[np.isin(m.geom_bodyid, [b for b in bodies if b >= 0])] = True
+        elif name == "objects":
+            mask[np.asarray(idx.object_geoms, dtype=int)] = True
+        elif name in ("floor", "obstacles", "world"):
+            if name != "floor":
+                mask[np.asarray(idx.obstacle_geoms, dtype=int)] = True
+            if floor >= 0:
+                mask[floor] = name != "obstacles"
+        else:
+            geom = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, name)
+            body = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, name)
+            if geom >= 0:
+                mask[geom] = True
+            elif body >= 0:
+                mask[m.geom_bodyid == body] = True
+            else:
+                raise ConfigError(f"{type(self).__name__}.allowed_contacts", name,
+                                  "a contact group (" + ", ".join(CONTACT_GROUPS)
+                                  + ") or a geom or body name")
+        return mask
+
+    def _prepare_contacts(self, backend: MujocoBackend) -> None:
+        robot = self.contact_group(backend, "robot")
+        # unintended[g1, g2]: a robot geom touching anything, unless the pair is allowed
         bad = robot[:, None] | robot[None, :]
-        bad &= ~((gripper[:, None] & objects[None, :]) | (objects[:, None] & gripper[None, :]))
+        for a, b in self.allowed_contacts:
+            ga, gb = self.contact_group(backend, a), self.contact_group(backend, b)
+            bad &= ~((ga[:, None] & gb[None, :]) | (gb[:, None] & ga[None, :]))
         backend._unintended = bad  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ Env API
@@ -142,30 +193,47 @@ class TaskEnv(ClawEnv):
         self.tracker = self.make_tracker(self.goal)
         self.physics_time = 0.0
         self.last_contact_force, self.last_collision = 0.0, False
-        self.tracker.update(self.backend.time, self.true_state())
-        obs = self.backend.observation()
-        return obs, self._task_info(reset=True)
+        state = self.true_state()
+        self.tracker.update(self.backend.time, state)
+        info = self._task_info(reset=True)
+        self.step_info(info, state)
+        return self.policy_observation(state), info
 
     def step(self, action: dict[str, Any]
              ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        """One control step; the tracker sees the true state afterwards."""
+        """One control step; the tracker sees the true state (:meth:`true_state`) afterwards."""
+        self.before_physics(action)
         t0 = time.perf_counter()
         self.backend.step(action)
         self.physics_time += time.perf_counter() - t0
         self.last_contact_force, self.last_collision = self._contacts()
-        obs = self.backend.observation()
+        self.after_physics()
+        state = self.true_state()
         assert self.tracker is not None
-        new = self.tracker.update(self.backend.time, obs)
-        success, _ = self.tracker.success(obs)
-        info = self._task_info()
+        new = self.tracker.update(self.backend.time, state)
+        success, _ = self.tracker.success(state)
+        info = self._task_info(success=success)
         info["new_stages"] = new
-        return obs, float(len(self.tracker.reached)), bool(success), False, info
+        self.step_info(info, state)
+        return (self.policy_observation(state), float(len(self.tracker.reached)), bool(success),
+                False, info)
 
     def true_state(self) -> dict[str, np.ndarray]:
-        """The unperturbed state observation (what stage validators read)."""
+        """The unperturbed state (what stage validators read); subclasses may add task
+        signals (keys outside the observation space are not shown to the policy)."""
         return self.backend.observation(cameras=())
 
-    def _task_info(self, reset: bool = False) -> dict[str, Any]:
+    def policy_observation(self, state: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The observation returned by reset/step: the observation-space keys of ``state``
+        (copies: wrappers may perturb them in place) plus the configured camera images."""
+        keys = self.observation_space.spaces
+        obs = {k: np.array(v, copy=True) for k, v in state.items() if k in keys}
+        if self.backend.config.cameras:
+            images = self.backend.observation()
+            obs.update({k: v for k, v in images.items() if k in keys and k not in obs})
+        return obs
+
+    def _task_info(self, reset: bool = False, success: bool | None = None) -> dict[str, Any]:
         assert self.tracker is not None
         info: dict[str, Any] = {"time": self.backend.time,
                                 "stages_reached": self.tracker.reached_names,
@@ -175,7 +243,9 @@ class TaskEnv(ClawEnv):
             info.update(template=self.template.name, split=self.template.split,
                         goal=self.goal_dict(), stages=list(self.tracker.stages))
         else:
-            info["success"] = self.tracker.success(self.true_state())[0]
+            if success is None:
+                success = self.tracker.success(self.true_state())[0]
+            info["success"] = bool(success)
         return info
 
     def goal_dict(self) -> dict[str, Any]:
@@ -194,13 +264,12 @@ class TaskEnv(ClawEnv):
         active = efc >= 0
         force = float(np.max(np.abs(d.efc_force[efc[active]]))) if active.any() else 0.0
         geoms = con.geom[:n]
-        bodies = self.backend.model.geom_bodyid[geoms]
         touching = active & (con.dist[:n] <= 0.0)
-        bad = self.backend._unintended[bodies[:, 0], bodies[:, 1]] & touching  # type: ignore
+        bad = self.backend._unintended[geoms[:, 0], geoms[:, 1]] & touching  # type: ignore
         return force, bool(bad.any())
 
     def describe_contacts(self) -> list[str]:
-        """Names of the body pairs in contact now (debugging)."""
+        """Names of the geom pairs in contact now (debugging)."""
         m, d = self.backend.model, self.backend.data
         out = []
         for i in range(d.ncon):

@@ -34,12 +34,21 @@ from clawgym_ros.training import checkpoint as ckpt
 from clawgym_ros.training.config import TrainConfig, validate_group_weights
 from clawgym_ros.training.data import Batch, TableSampler
 from clawgym_ros.training.hardening import hardening_layout, perturb_observations
-from clawgym_ros.training.policies import BCPolicy, PolicySpec, build_policy, freeze
+from clawgym_ros.training.policies import (
+    FEATURES,
+    BCPolicy,
+    Featurizer,
+    PolicySpec,
+    build_policy,
+    floor_stats,
+    freeze,
+)
 
 #: Train-config fields that do not change the trained weights (left out of the work key).
 _KEY_EXCLUDED = ("steps", "log_interval", "checkpoint_interval")
 _VAL_CHUNK = 4096
 _COUNT_ROWS = 1 << 20
+_STATS_ROWS = 1 << 16
 
 
 @dataclasses.dataclass
@@ -155,6 +164,96 @@ def work_key(cfg: TrainConfig, dataset_ids: Sequence[str], table: TrainingTable,
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def select_obs(table_spec: Mapping[str, int], exclude: Sequence[str]
+               ) -> tuple[dict[str, int], np.ndarray]:
+    """The observation keys a policy sees (the table's, minus ``exclude``) and their columns.
+
+    Raises:
+        ConfigError: when every key would be excluded.
+    """
+    spec, cols, at = {}, [], 0
+    for key, width in table_spec.items():
+        if key not in exclude:
+            spec[key] = width
+            cols.extend(range(at, at + width))
+        at += width
+    if not spec:
+        raise ConfigError("exclude_obs_keys", list(exclude),
+                          "leaving at least one of " + ", ".join(table_spec))
+    return spec, np.asarray(cols, dtype=np.int64)
+
+
+def relative_parts(mode: str, obs_spec: Mapping[str, int], action_spec: Mapping[str, int]
+                   ) -> tuple[tuple[int, int, int], ...]:
+    """``(action column, observation column, width)`` of the action parts a ``delta`` policy
+    predicts relative to the observation: joint targets relative to joint positions (when both
+    keys exist with the same width); nothing in ``absolute`` mode."""
+    if mode != C.ACTION_MODE_DELTA:
+        return ()
+    pairs = ((C.ACT_JOINT_TARGET, C.OBS_JOINT_POS),)
+    a_at = dict(zip(action_spec, np.cumsum([0, *action_spec.values()])[:-1].tolist()))
+    o_at = dict(zip(obs_spec, np.cumsum([0, *obs_spec.values()])[:-1].tolist()))
+    return tuple((int(a_at[a]), int(o_at[o]), int(action_spec[a])) for a, o in pairs
+                 if a in action_spec and o in obs_spec and action_spec[a] == obs_spec[o])
+
+
+def _relative_action_stats(table: TrainingTable, obs_cols: np.ndarray, spec: PolicySpec,
+                           shift: int, std_floor: float, stats: Mapping[str, np.ndarray]
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std of the network's action targets when parts are relative: pooled over the
+    chunk offsets (rows near episode ends are few and not treated specially)."""
+    total = torch.zeros(spec.act_dim, dtype=torch.float64)
+    total_sq = torch.zeros_like(total)
+    count = 0
+    rows = len(table)
+    for lo in range(0, rows, _STATS_ROWS):
+        hi = min(rows, lo + _STATS_ROWS)
+        obs = torch.from_numpy(np.asarray(table.obs[lo:hi])[:, obs_cols])
+        for offset in range(spec.chunk):
+            at = np.minimum(np.arange(lo, hi) + shift + offset, rows - 1)
+            action = torch.from_numpy(np.asarray(table.action)[at])[:, None, :]
+            rel = BCPolicy.to_relative_static(spec.relative, action, obs)[:, 0].double()
+            total += rel.sum(0)
+            total_sq += rel.pow(2).sum(0)
+            count += hi - lo
+    mean = total / count
+    std = (total_sq / count - mean.pow(2)).clamp_min(0.0).sqrt()
+    return (mean.float().numpy(),
+            np.maximum(std.float().numpy(), np.float32(std_floor)))
+
+
+def input_stats(table: TrainingTable, obs_cols: np.ndarray, spec: PolicySpec,
+                std_floor: float, shift: int = 0) -> dict[str, np.ndarray]:
+    """Normalization stats of the network input: the table's stats of the observation columns
+    the policy sees, then those of the derived features (one chunked pass over the table),
+    every std at least ``std_floor``; for relative action parts the stats of the relative
+    targets."""
+    stats = floor_stats(table.stats, std_floor)
+    stats["obs_mean"] = stats["obs_mean"][obs_cols]
+    stats["obs_std"] = stats["obs_std"][obs_cols]
+    if spec.relative:
+        stats["action_mean"], stats["action_std"] = _relative_action_stats(
+            table, obs_cols, spec, shift, std_floor, stats)
+    if not spec.features:
+        return stats
+    featurizer = Featurizer(spec.features, spec.obs_layout)
+    dim = len(obs_cols)
+    total = torch.zeros(spec.input_dim - dim, dtype=torch.float64)
+    total_sq = torch.zeros_like(total)
+    for lo in range(0, len(table), _STATS_ROWS):
+        raw = np.asarray(table.obs[lo:lo + _STATS_ROWS])[:, obs_cols]
+        with torch.no_grad():
+            derived = featurizer(torch.from_numpy(raw))[:, dim:].double()
+        total += derived.sum(0)
+        total_sq += derived.pow(2).sum(0)
+    mean = total / len(table)
+    std = (total_sq / len(table) - mean.pow(2)).clamp_min(0.0).sqrt()
+    stats["obs_mean"] = np.concatenate([stats["obs_mean"], mean.float().numpy()])
+    stats["obs_std"] = np.concatenate([stats["obs_std"],
+                                       np.maximum(std.float().numpy(), np.float32(std_floor))])
+    return stats
+
+
 def group_counts(table: TrainingTable) -> np.ndarray:
     """Rows per group, counted in chunks (the group column is never loaded whole)."""
     counts = np.zeros(len(table.group_names), dtype=np.int64)
@@ -167,10 +266,25 @@ def group_counts(table: TrainingTable) -> np.ndarray:
 def _to_tensors(batch: Batch, policy: BCPolicy) -> tuple[torch.Tensor, torch.Tensor,
                                                          torch.Tensor, torch.Tensor | None]:
     with torch.no_grad():
-        obs = policy.normalize_obs(torch.from_numpy(batch.obs))
-        target = policy.normalize_action(torch.from_numpy(batch.action))
+        raw = torch.from_numpy(batch.obs)
+        obs = policy.normalize_obs(raw)
+        target = policy.normalize_action(policy.to_relative(torch.from_numpy(batch.action), raw))
     image = None if batch.image is None else torch.from_numpy(batch.image)
     return obs, target, torch.from_numpy(batch.group), image
+
+
+def harden(policy: BCPolicy, obs: np.ndarray, n_hard: int, layout: Any, cfg: TrainConfig,
+           generator: torch.Generator) -> np.ndarray:
+    """Perturb the first ``n_hard`` rows of raw observations (noise and bias in units of each
+    feature's std, see :mod:`clawgym_ros.training.hardening`); derived features are computed
+    afterwards from the perturbed values."""
+    dim = obs.shape[1]
+    mean, std = policy.obs_mean[:dim], policy.obs_std[:dim]
+    with torch.no_grad():
+        obs_n = (torch.from_numpy(obs) - mean) / std
+        obs_n = perturb_observations(obs_n, n_hard, layout, cfg.noise_std, cfg.bias_std,
+                                     generator)
+        return (obs_n * std + mean).numpy()
 
 
 def evaluate(policy: BCPolicy, val: TensorBatch, group_weights: torch.Tensor
@@ -292,32 +406,39 @@ def train(
     if float(present.sum()) <= 0:
         raise ConfigError("group_weights", group_w, "at least one present group with weight > 0")
 
+    obs_spec, obs_cols = select_obs(table.obs_spec, cfg.exclude_obs_keys)
     init = None
     if init_checkpoint:
-        init = ckpt.load_checkpoint(store, init_checkpoint, expected_obs_spec=table.obs_spec,
+        init = ckpt.load_checkpoint(store, init_checkpoint, expected_obs_spec=obs_spec,
                                     expected_action_spec=table.action_spec)
         spec0 = init.spec
-        cfg = dataclasses.replace(cfg, policy=spec0.type, hidden=spec0.hidden, chunk=spec0.chunk)
+        cfg = dataclasses.replace(cfg, policy=spec0.type, hidden=spec0.hidden, chunk=spec0.chunk,
+                                  features=spec0.features)
         init_checkpoint = init.artifact.id
-    spec = PolicySpec(type=cfg.policy, obs_dim=int(table.obs.shape[1]),
+    features = tuple(f for f in cfg.features if all(k in obs_spec for k in FEATURES[f]))
+    spec = PolicySpec(type=cfg.policy, obs_dim=len(obs_cols),
                       act_dim=int(table.action.shape[1]), hidden=cfg.hidden, chunk=cfg.chunk,
                       image_shape=None if table.image is None else
-                      tuple(int(s) for s in table.image.shape[1:]))
+                      tuple(int(s) for s in table.image.shape[1:]),
+                      features=features,
+                      obs_layout=tuple(obs_spec.items()) if features else (),
+                      relative=relative_parts(cfg.action_mode, obs_spec, table.action_spec))
     key = work_key(cfg, dataset_ids, table, init_checkpoint)
+    stats = input_stats(table, obs_cols, spec, cfg.std_floor, cfg.action_shift)
     work_dir = store.run_dir / C.DIR_TRAIN_WORK / key
     log_dir = store.run_dir / C.DIR_LOGS / C.DIR_TENSORBOARD / key if tensorboard else None
     meta = {
         "format": ckpt.CHECKPOINT_FORMAT, "train_config": cfg.to_json(),
-        "policy_spec": spec.to_json(), "obs_spec": ckpt.spec_pairs(table.obs_spec),
+        "policy_spec": spec.to_json(), "obs_spec": ckpt.spec_pairs(obs_spec),
         "action_spec": ckpt.spec_pairs(table.action_spec),
         "group_names": list(table.group_names), "group_weights": group_w,
         "frozen_groups": list(cfg.frozen_groups), "dataset_ids": dataset_ids,
-        "stats": {k: np.asarray(v).tolist() for k, v in table.stats.items()},
+        "stats": {k: np.asarray(v).tolist() for k, v in stats.items()},
         "init_checkpoint": init_checkpoint,
     }
 
     with deterministic(cfg.num_threads):
-        policy = build_policy(spec, table.stats, seed=cfg.seed)
+        policy = build_policy(spec, stats, seed=cfg.seed)
         if init is not None:
             policy.load_state_dict(init.build_model().state_dict())
         freeze(policy, cfg.frozen_groups)
@@ -342,12 +463,14 @@ def train(
 
         sampler = TableSampler(table, val_fraction=cfg.val_fraction, chunk=spec.chunk,
                                seed=cfg.seed, resident_budget_mb=cfg.resident_budget_mb,
-                               batch_size=cfg.batch_size)
+                               batch_size=cfg.batch_size, shift=cfg.action_shift,
+                               obs_columns=None if len(obs_cols) == table.obs.shape[1]
+                               else obs_cols)
         val = None
         val_batch = sampler.validation(cfg.val_samples, cfg.seed)
         if val_batch is not None:
             val = TensorBatch(*_to_tensors(val_batch, policy))
-        layout = hardening_layout(table.obs_spec, cfg.hardening_keys)
+        layout = hardening_layout(obs_spec, cfg.hardening_keys)
         n_hard = int(round(cfg.hardening_share * cfg.batch_size))
 
         def save(step: int) -> None:
@@ -378,11 +501,10 @@ def train(
                     cancelled = True
                     break
                 step = loop.step + 1
-                obs, target, group, image = _to_tensors(
-                    sampler.sample(cfg.batch_size, sample_gen), policy)
+                batch = sampler.sample(cfg.batch_size, sample_gen)
                 if n_hard:
-                    obs = perturb_observations(obs, n_hard, layout, cfg.noise_std,
-                                               cfg.bias_std, noise_gen)
+                    batch.obs = harden(policy, batch.obs, n_hard, layout, cfg, noise_gen)
+                obs, target, group, image = _to_tensors(batch, policy)
                 log_now = step % cfg.log_interval == 0 or step == cfg.steps
                 metrics = update_step(policy, TensorBatch(obs, target, group, image), optim,
                                       group_weights=weight_vec, grad_clip=cfg.grad_clip,

@@ -221,9 +221,18 @@ def _describe(spec: Mapping[str, int]) -> str:
 
 
 def check_spec(what: str, ckpt_id: str, found: Mapping[str, int],
-               expected: Mapping[str, int]) -> None:
-    """Refuse a checkpoint whose ordered key -> width layout differs from ``expected``."""
-    if list(found.items()) == list(expected.items()):
+               expected: Mapping[str, int], allow_extra: bool = False) -> None:
+    """Refuse a checkpoint whose ordered key -> width layout differs from ``expected``.
+
+    With ``allow_extra`` (observations), ``expected`` may hold keys the policy does not read
+    (e.g. ``joint_vel``, left out by ``exclude_obs_keys``); the policy's keys must still appear
+    in it in the same order with the same widths.
+    """
+    mine = list(found.items())
+    theirs = list(expected.items())
+    if allow_extra:
+        theirs = [(k, w) for k, w in theirs if k in found]
+    if mine == theirs:
         return
     raise CheckpointError(
         f"checkpoint {ckpt_id[:12]} is for another {what} spec: it expects {_describe(found)}; "
@@ -259,7 +268,8 @@ def load_checkpoint(store: ArtifactStore, ref: str, *,
     ckpt = LoadedCheckpoint(artifact=artifact, step=step, meta=loaded.meta,
                             weights=loaded.weights)
     if expected_obs_spec is not None:
-        check_spec("observation", artifact.id, ckpt.obs_spec, expected_obs_spec)
+        check_spec("observation", artifact.id, ckpt.obs_spec, expected_obs_spec,
+                   allow_extra=True)
     if expected_action_spec is not None:
         check_spec("action", artifact.id, ckpt.action_spec, expected_action_spec)
     return ckpt

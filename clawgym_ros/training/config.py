@@ -26,6 +26,18 @@ PARAM_GROUPS: tuple[str, ...] = (C.PARAM_GROUP_ENCODER, C.PARAM_GROUP_TRUNK,
 DEFAULT_HARDENING_KEYS: tuple[str, ...] = (C.OBS_JOINT_POS, C.OBS_JOINT_VEL, C.OBS_GRIPPER,
                                            C.OBS_OBJECT_POSES)
 
+#: Observation keys left out of the policy's input unless configured otherwise. Joint
+#: velocities invite causal confusion: in expert data they predict the next target almost
+#: perfectly, and in closed loop the policy's own motion then feeds back into its targets
+#: (measured on pick_place: the arm runs away within 10 control steps).
+DEFAULT_EXCLUDED_OBS_KEYS: tuple[str, ...] = (C.OBS_JOINT_VEL,)
+
+#: Derived features (see :data:`clawgym_ros.training.policies.FEATURES`; names repeated here
+#: so that this module does not import torch).
+FEATURE_NAMES: tuple[str, ...] = ("object_rel_tool", "goal_rel_tool", "goal_rel_object",
+                                  "object_yaw")
+DEFAULT_FEATURES: tuple[str, ...] = FEATURE_NAMES
+
 
 def _help(text: str) -> dict[str, str]:
     return {"help": text}
@@ -44,6 +56,22 @@ class TrainConfig:
     hidden: tuple[int, ...] = dataclasses.field(
         default=(256, 256), metadata=_help("hidden widths: first = encoder (mlp), rest = trunk"))
     chunk: int = dataclasses.field(default=1, metadata=_help("actions predicted per step"))
+    features: tuple[str, ...] = dataclasses.field(
+        default=DEFAULT_FEATURES,
+        metadata=_help("derived observation features (object/goal relative to the tool, "
+                       "object yaw); those whose keys the data lacks are skipped"))
+    action_mode: str = dataclasses.field(
+        default=C.ACTION_MODE_DELTA,
+        metadata=_help("delta: joint targets predicted relative to the joint positions; "
+                       "absolute: as recorded"))
+    exclude_obs_keys: tuple[str, ...] = dataclasses.field(
+        default=DEFAULT_EXCLUDED_OBS_KEYS,
+        metadata=_help("observation keys of the table the policy does not see"))
+    action_shift: int = dataclasses.field(
+        default=1, metadata=_help("target of table row t = action of row t + shift (datasets "
+                                  "record the observation after each action: shift 1)"))
+    std_floor: float = dataclasses.field(
+        default=0.01, metadata=_help("lower bound of the normalization std of every feature"))
     group_weights: dict[str, float] = dataclasses.field(
         default_factory=dict, metadata=_help("loss weight per group (others: 1.0)"))
     frozen_groups: tuple[str, ...] = dataclasses.field(
@@ -86,6 +114,16 @@ class TrainConfig:
         for i, width in enumerate(self.hidden):
             check_int(f"hidden[{i}]", width, 1, 65536)
         check_int("chunk", self.chunk, 1, 256)
+        check_choice("action_mode", self.action_mode, C.ACTION_MODES)
+        self.features = tuple(self.features)
+        for i, name in enumerate(self.features):
+            check_choice(f"features[{i}]", name, FEATURE_NAMES)
+        self.exclude_obs_keys = tuple(self.exclude_obs_keys)
+        for i, key in enumerate(self.exclude_obs_keys):
+            if not isinstance(key, str) or not key:
+                raise ConfigError(f"exclude_obs_keys[{i}]", key, "an observation key")
+        check_int("action_shift", self.action_shift, 0, 16)
+        check_range("std_floor", self.std_floor, 0.0, 100.0)
         self.group_weights = validate_group_weights(self.group_weights)
         self.frozen_groups = validate_frozen_groups(self.frozen_groups)
         check_range("hardening_share", self.hardening_share, 0.0, 1.0)

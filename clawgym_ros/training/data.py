@@ -87,17 +87,24 @@ class TableSampler:
         table: the training table (memory-mapped).
         val_fraction: share of episodes held out (chosen with ``seed``).
         chunk: consecutive actions per sample (targets past an episode's end repeat its last).
+        shift: the target chunk of row t starts at row t + shift (clipped to the episode's
+            last row). Datasets record each step's observation *after* its action, so the
+            action taken on the observation of row t is the one of row t + 1 (shift 1).
+        obs_columns: columns of the observation vector the policy sees (None = all).
         seed: seed of the split.
         resident_budget_mb: mapped bytes allowed to stay resident between releases.
         batch_size: rows per minibatch (to size the release interval).
     """
 
     def __init__(self, table: TrainingTable, *, val_fraction: float, chunk: int, seed: int,
-                 resident_budget_mb: float, batch_size: int):
+                 resident_budget_mb: float, batch_size: int, shift: int = 0,
+                 obs_columns: np.ndarray | None = None):
         if len(table) == 0:
             raise ClawgymError(f"training table {table.root} is empty")
         self.table = table
         self.chunk = chunk
+        self.shift = shift
+        self.obs_columns = None if obs_columns is None else np.asarray(obs_columns, np.int64)
         self._obs = np.asarray(table.obs)
         self._action = np.asarray(table.action)
         self._group = np.asarray(table.group)
@@ -115,7 +122,8 @@ class TableSampler:
         self.train_episodes = len(episodes) - n_val
         self.val_episodes = n_val
         row_bytes = sum(a.strides[0] for a in self._arrays())
-        touched_per_step = batch_size * (chunk + 2) * max(row_bytes, _FAULT_AROUND)
+        touched_per_step = batch_size * (chunk + 2 + min(shift, 1)) * max(row_bytes,
+                                                                         _FAULT_AROUND)
         self.budget_bytes = int(resident_budget_mb * 2**20)
         self.release_every = max(1, self.budget_bytes // touched_per_step)
         self.total_bytes = sum(a.nbytes for a in self._arrays())
@@ -140,15 +148,18 @@ class TableSampler:
 
     def gather(self, rows: np.ndarray, ends: np.ndarray) -> Batch:
         """Rows of the table (and their action chunks) as a batch."""
-        if self.chunk == 1:
+        if self.chunk == 1 and self.shift == 0:
             action = np.take(self._action, rows, axis=0)[:, None, :]
         else:
-            steps = rows[:, None] + np.arange(self.chunk)[None, :]
+            steps = rows[:, None] + self.shift + np.arange(self.chunk)[None, :]
             steps = np.minimum(steps, (ends - 1)[:, None])
             action = np.take(self._action, steps.reshape(-1), axis=0).reshape(
                 len(rows), self.chunk, -1)
         image = None if self._image is None else np.take(self._image, rows, axis=0)
-        return Batch(obs=np.take(self._obs, rows, axis=0), action=action,
+        obs = np.take(self._obs, rows, axis=0)
+        if self.obs_columns is not None:
+            obs = obs[:, self.obs_columns]
+        return Batch(obs=obs, action=action,
                      group=np.take(self._group, rows).astype(np.int64), image=image)
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:

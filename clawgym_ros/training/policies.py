@@ -30,6 +30,18 @@ from clawgym_ros.errors import ClawgymError, ConfigError
 
 #: Side of the average-pooled feature map of the CNN encoder.
 _POOL = 4
+#: Derived observation features (computed inside the policy from its observation keys, so
+#: training and acting compute them alike): name -> observation keys they need.
+FEATURE_OBJECT_REL_TOOL = "object_rel_tool"    # each object's position minus the tool's (3/obj)
+FEATURE_GOAL_REL_TOOL = "goal_rel_tool"        # place goal minus tool position (3)
+FEATURE_GOAL_REL_OBJECT = "goal_rel_object"    # place goal minus the first object's position (3)
+FEATURE_OBJECT_YAW = "object_yaw"              # sin/cos of 2x and 4x each object's yaw (4/obj)
+FEATURES: dict[str, tuple[str, ...]] = {
+    FEATURE_OBJECT_REL_TOOL: (C.OBS_OBJECT_POSES, C.OBS_TOOL_POSE),
+    FEATURE_GOAL_REL_TOOL: (C.OBS_PLACE_GOAL, C.OBS_TOOL_POSE),
+    FEATURE_GOAL_REL_OBJECT: (C.OBS_PLACE_GOAL, C.OBS_OBJECT_POSES),
+    FEATURE_OBJECT_YAW: (C.OBS_OBJECT_POSES,),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,11 +54,26 @@ class PolicySpec:
     hidden: tuple[int, ...] = (256, 256)
     chunk: int = 1
     image_shape: tuple[int, int, int] | None = None
+    #: derived features (names of :data:`FEATURES`) appended to the observation vector
+    features: tuple[str, ...] = ()
+    #: ordered (key, width) pairs of the observation vector (needed by ``features``)
+    obs_layout: tuple[tuple[str, int], ...] = ()
+    #: (action column, observation column, width) triples of action parts predicted relative
+    #: to an observation (joint targets relative to the joint positions: ``action_mode`` delta)
+    relative: tuple[tuple[int, int, int], ...] = ()
+
+    @property
+    def input_dim(self) -> int:
+        """Width of the network input: observation vector plus derived features."""
+        return self.obs_dim + feature_dim(self.features, dict(self.obs_layout))
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["hidden"] = list(self.hidden)
         data["image_shape"] = None if self.image_shape is None else list(self.image_shape)
+        data["features"] = list(self.features)
+        data["obs_layout"] = [[k, w] for k, w in self.obs_layout]
+        data["relative"] = [list(r) for r in self.relative]
         return data
 
     @classmethod
@@ -55,7 +82,81 @@ class PolicySpec:
         return cls(type=str(data["type"]), obs_dim=int(data["obs_dim"]),
                    act_dim=int(data["act_dim"]), hidden=tuple(int(h) for h in data["hidden"]),
                    chunk=int(data["chunk"]),
-                   image_shape=None if shape is None else tuple(int(s) for s in shape))
+                   image_shape=None if shape is None else tuple(int(s) for s in shape),
+                   features=tuple(str(f) for f in data.get("features", ())),
+                   obs_layout=tuple((str(k), int(w)) for k, w in data.get("obs_layout", ())),
+                   relative=tuple((int(a), int(o), int(w))
+                                  for a, o, w in data.get("relative", ())))
+
+
+def check_features(features: Sequence[str], obs_spec: Mapping[str, int]) -> None:
+    """Refuse unknown feature names and features whose observation keys are missing.
+
+    Raises:
+        ConfigError: naming the feature and what it needs.
+    """
+    for i, name in enumerate(features):
+        if name not in FEATURES:
+            raise ConfigError(f"features[{i}]", name, "one of " + ", ".join(FEATURES))
+        missing = [k for k in FEATURES[name] if k not in obs_spec]
+        if missing:
+            raise ConfigError(f"features[{i}]", name, "features whose observation keys the "
+                              f"policy sees (missing: {', '.join(missing)})")
+
+
+def feature_dim(features: Sequence[str], obs_spec: Mapping[str, int]) -> int:
+    """Number of values the derived ``features`` add."""
+    n_obj = obs_spec.get(C.OBS_OBJECT_POSES, 0) // 7
+    width = {FEATURE_OBJECT_REL_TOOL: 3 * n_obj, FEATURE_GOAL_REL_TOOL: 3,
+             FEATURE_GOAL_REL_OBJECT: 3, FEATURE_OBJECT_YAW: 4 * n_obj}
+    return sum(width[f] for f in features)
+
+
+class Featurizer(nn.Module):
+    """Observation vector (B, obs_dim) -> observation vector + derived features (B, input_dim).
+
+    Raw (unnormalized) values in, raw values out; object poses are (x, y, z, qw, qx, qy, qz)
+    per object, the tool pose likewise, the place goal (x, y, z).
+    """
+
+    def __init__(self, features: Sequence[str], obs_layout: Sequence[tuple[str, int]]):
+        super().__init__()
+        self.features = tuple(features)
+        spec = dict(obs_layout)
+        check_features(self.features, spec)
+        self.at: dict[str, tuple[int, int]] = {}
+        col = 0
+        for key, width in obs_layout:
+            self.at[key] = (col, width)
+            col += width
+
+    def _key(self, obs: torch.Tensor, key: str) -> torch.Tensor:
+        lo, width = self.at[key]
+        return obs[:, lo:lo + width]
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if not self.features:
+            return obs
+        parts = [obs]
+        batch = obs.shape[0]
+        for name in self.features:
+            if name in (FEATURE_OBJECT_REL_TOOL, FEATURE_GOAL_REL_OBJECT, FEATURE_OBJECT_YAW):
+                objects = self._key(obs, C.OBS_OBJECT_POSES).reshape(batch, -1, 7)
+            if name == FEATURE_OBJECT_REL_TOOL:
+                tool = self._key(obs, C.OBS_TOOL_POSE)[:, None, :3]
+                parts.append((objects[:, :, :3] - tool).reshape(batch, -1))
+            elif name == FEATURE_GOAL_REL_TOOL:
+                parts.append(self._key(obs, C.OBS_PLACE_GOAL)
+                             - self._key(obs, C.OBS_TOOL_POSE)[:, :3])
+            elif name == FEATURE_GOAL_REL_OBJECT:
+                parts.append(self._key(obs, C.OBS_PLACE_GOAL) - objects[:, 0, :3])
+            else:
+                w, x, y, z = objects.unbind(-1)[3:7]
+                yaw = torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+                parts.append(torch.stack([torch.sin(2 * yaw), torch.cos(2 * yaw),
+                                          torch.sin(4 * yaw), torch.cos(4 * yaw)],
+                                         dim=-1).reshape(batch, -1))
+        return torch.cat(parts, dim=1)
 
 
 class ImageEncoder(nn.Module):
@@ -86,8 +187,10 @@ class BCPolicy(nn.Module):
         if spec.type == C.POLICY_CNN and spec.image_shape is None:
             raise ClawgymError("a cnn policy needs camera images; the training table has none")
         self.spec = spec
+        self.featurizer = Featurizer(spec.features, spec.obs_layout)
         stats = stats or {}
-        for name, dim, fill in (("obs_mean", spec.obs_dim, 0.0), ("obs_std", spec.obs_dim, 1.0),
+        in_dim = spec.input_dim
+        for name, dim, fill in (("obs_mean", in_dim, 0.0), ("obs_std", in_dim, 1.0),
                                 ("action_mean", spec.act_dim, 0.0),
                                 ("action_std", spec.act_dim, 1.0)):
             value = stats.get(name)
@@ -96,11 +199,11 @@ class BCPolicy(nn.Module):
             self.register_buffer(name, tensor.clone())
         width = spec.hidden[0]
         if spec.type == C.POLICY_MLP:
-            self.encoder: nn.Module = nn.Sequential(nn.Linear(spec.obs_dim, width), nn.ReLU())
+            self.encoder: nn.Module = nn.Sequential(nn.Linear(in_dim, width), nn.ReLU())
             trunk_in = width
         else:
             self.encoder = ImageEncoder(width)
-            trunk_in = width + spec.obs_dim
+            trunk_in = width + in_dim
         layers: list[nn.Module] = []
         for out in spec.hidden[1:]:
             layers += [nn.Linear(trunk_in, out), nn.ReLU()]
@@ -109,7 +212,34 @@ class BCPolicy(nn.Module):
         self.head = nn.Linear(trunk_in, spec.chunk * spec.act_dim)
 
     def normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
-        return (obs - self.obs_mean) / self.obs_std
+        """Raw observation vectors (B, obs_dim) -> normalized network input (B, input_dim)
+        (derived features appended first)."""
+        return (self.featurizer(obs) - self.obs_mean) / self.obs_std
+
+    @staticmethod
+    def to_relative_static(relative: Sequence[tuple[int, int, int]], action: torch.Tensor,
+                           obs: torch.Tensor) -> torch.Tensor:
+        """:meth:`to_relative` for given ``relative`` triples."""
+        if not relative:
+            return action
+        out = action.clone()
+        for a0, o0, width in relative:
+            out[:, :, a0:a0 + width] -= obs[:, None, o0:o0 + width]
+        return out
+
+    def to_relative(self, action: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """Raw actions (B, chunk, act_dim) -> what the network predicts (relative parts minus
+        the raw observation (B, obs_dim) they are relative to)."""
+        return self.to_relative_static(self.spec.relative, action, obs)
+
+    def from_relative(self, action: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """Inverse of :meth:`to_relative`."""
+        if not self.spec.relative:
+            return action
+        out = action.clone()
+        for a0, o0, width in self.spec.relative:
+            out[:, :, a0:a0 + width] += obs[:, None, o0:o0 + width]
+        return out
 
     def normalize_action(self, action: torch.Tensor) -> torch.Tensor:
         return (action - self.action_mean) / self.action_std
@@ -118,7 +248,7 @@ class BCPolicy(nn.Module):
         return action * self.action_std + self.action_mean
 
     def forward(self, obs_n: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
-        """Normalized observations (B, obs_dim) [+ uint8 images] -> (B, chunk, act_dim)."""
+        """Normalized input (B, input_dim) [+ uint8 images] -> (B, chunk, act_dim)."""
         if self.spec.type == C.POLICY_MLP:
             x = self.encoder(obs_n)
         else:
@@ -126,6 +256,20 @@ class BCPolicy(nn.Module):
                 raise ClawgymError("cnn policy called without an image")
             x = torch.cat([self.encoder(image), obs_n], dim=1)
         return self.head(self.trunk(x)).view(-1, self.spec.chunk, self.spec.act_dim)
+
+
+def floor_stats(stats: Mapping[str, np.ndarray], floor: float) -> dict[str, np.ndarray]:
+    """Normalization stats with every std raised to at least ``floor``.
+
+    A feature that (nearly) never changes in the data, e.g. the height of a distractor that is
+    never touched, has a tiny std; without a floor a millimetre of change at act time becomes
+    a huge normalized input and the policy's output is garbage.
+    """
+    out = {k: np.asarray(v, dtype=np.float32) for k, v in stats.items()}
+    for name in ("obs_std", "action_std"):
+        if name in out:
+            out[name] = np.maximum(out[name], np.float32(floor))
+    return out
 
 
 def build_policy(spec: PolicySpec, stats: Mapping[str, np.ndarray] | None = None,
@@ -232,7 +376,7 @@ class TorchPolicy:
                 image = torch.from_numpy(np.ascontiguousarray(obs[self.image_key],
                                                               dtype=np.uint8)).unsqueeze(0)
             with torch.inference_mode():
-                chunk = self.model.unnormalize_action(
-                    self.model(self.model.normalize_obs(state), image))[0]
+                chunk = self.model.from_relative(self.model.unnormalize_action(
+                    self.model(self.model.normalize_obs(state), image)), state)[0]
             self._queue.extend(chunk.numpy().astype(np.float64))
         return unflatten_action(self._queue.popleft(), self.action_spec)

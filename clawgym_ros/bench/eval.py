@@ -1,0 +1,127 @@
+"""Evaluation speed: in-process overhead, worker scaling, ROS lockstep control steps/s.
+
+Three measurements on the same episodes (nominal ``pick_place`` / cube specs of the scripted
+baseline ``scripted:pick_place:grasp_height=0.015``, ``scene`` world, 120 steps at most):
+
+- ``inprocess``: episodes/s of :class:`~clawgym_ros.evaluation.rollout.Runner` against the
+  pure physics + policy time of the *same* episodes. Policy time is measured inside the runner
+  (``Runner.timing.policy_s``); physics time by replaying each episode's recorded actions on a
+  bare :class:`~clawgym_ros.sim.mujoco_backend.MujocoBackend` (same seed, ``backend.step``
+  per action: ``mj_step`` x substeps plus the control write). Ratio = pure / wall (1.0 = no
+  overhead; wall = ``Runner.timing.wall_s``, reset to last step). The timed run and the
+  recording run are separate runs of each spec (episodes are deterministic), alternating per
+  episode, so copying actions does not count against the runner.
+- ``scaling``: wall time of :func:`~clawgym_ros.evaluation.workers.run_specs` with 1 and 2
+  workers on the same specs, after a warm-up pool (forkserver started, modules cached);
+  the 2-worker time includes the pool start. Speed-up = t1 / t2.
+- ``ros``: control steps/s of the ROS lockstep path (sim_node + policy_node + the evaluator's
+  driver in this process) after a first warm-up episode; also each process's CPU ms per step.
+
+On a small machine shared with other jobs all three depend on the load (``load_avg`` is
+recorded); ratios are taken within one run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+POLICY = "scripted:pick_place:grasp_height=0.015"
+MAX_STEPS = 120
+
+
+def _specs(n: int, seed: int) -> list[Any]:
+    from clawgym_ros.evaluation.suites import expand, parse_suite
+
+    suite = parse_suite({"name": "bench_eval", "seed": seed, "episodes_per_cell": n,
+                         "tasks": [{"task": "pick_place", "templates": ["cube"]}],
+                         "cells": {"nominal": True}}, "bench")
+    return expand(suite)
+
+
+def _inprocess(specs: list[Any]) -> dict[str, Any]:
+    import numpy as np
+
+    from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions, Runner
+    from clawgym_ros.sim.mujoco_backend import MujocoBackend
+
+    options = RolloutOptions(world="scene", max_steps=MAX_STEPS)
+    source = PolicySource.parse(POLICY)
+    runner = Runner(source.load(), options)
+    runner.run(specs[0])                                   # env + policy warm-up
+    recorder = Runner(source.load(), options, record_actions=True)
+    backend = MujocoBackend()
+    wall = policy = physics = 0.0
+    steps = replayed = 0
+    for spec in specs:
+        # Timed run, then the same episode recorded and replayed on the bare backend: the
+        # two alternate, so load from other processes hits both alike.
+        runner.run(spec)
+        wall += runner.timing.wall_s
+        policy += runner.timing.policy_s
+        steps += runner.timing.steps
+        recorder.run(spec)
+        backend.reset(spec.seed, rng=np.random.default_rng(spec.seed))
+        t0 = time.perf_counter()
+        for action in recorder.actions:
+            backend.step(action)
+        physics += time.perf_counter() - t0
+        replayed += len(recorder.actions)
+    runner.close()
+    recorder.close()
+    backend.close()
+    pure = physics + policy
+    return {
+        "episodes": len(specs), "control_steps": steps, "replayed_steps": replayed,
+        "wall_s": round(wall, 3), "episodes_per_s": round(len(specs) / wall, 2),
+        "control_steps_per_s": round(steps / wall, 1),
+        "physics_s": round(physics, 3), "policy_s": round(policy, 3),
+        "pure_physics_policy_s": round(pure, 3),
+        "pure_episodes_per_s": round(len(specs) / pure, 2),
+        "ratio": round(pure / wall, 3), "target_ratio": 0.75,
+    }
+
+
+def _scaling(specs: list[Any]) -> dict[str, Any]:
+    from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
+    from clawgym_ros.evaluation.workers import run_specs
+
+    options = RolloutOptions(world="scene", max_steps=MAX_STEPS)
+    source = PolicySource.parse(POLICY)
+    run_specs(source, specs[:2], 2, options)             # forkserver up, imports cached
+    times = {}
+    outcomes = {}
+    for workers in (1, 2):
+        start = time.perf_counter()
+        results = run_specs(source, specs, workers, options)
+        times[workers] = time.perf_counter() - start
+        outcomes[workers] = [r.to_dict() for r in results]
+    return {
+        "episodes": len(specs), "wall_1_worker_s": round(times[1], 3),
+        "wall_2_workers_s": round(times[2], 3),
+        "speedup": round(times[1] / times[2], 3), "target_speedup": 1.7,
+        "identical_results": outcomes[1] == outcomes[2],
+    }
+
+
+def _ros(specs: list[Any]) -> dict[str, Any]:
+    try:
+        from clawgym_ros.ros_io.eval_graph import measure_lockstep
+    except ImportError as err:
+        return {"skipped": f"rclpy not importable: {err}"}
+    return measure_lockstep(specs, POLICY, MAX_STEPS)
+
+
+def bench_eval(quick: bool = False, seed: int = 0) -> dict[str, Any]:
+    """In-process ratio to pure physics + policy, 1 -> 2 worker speed-up, ROS steps/s."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    load_before = os.getloadavg()[0]
+    result: dict[str, Any] = {
+        "policy": POLICY, "world": "scene", "max_steps": MAX_STEPS,
+        "inprocess": _inprocess(_specs(4 if quick else 30, seed)),
+        "scaling": _scaling(_specs(4 if quick else 48, seed)),
+        "ros": _ros(_specs(3 if quick else 12, seed)),
+    }
+    result["load_avg"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    return result

@@ -1,0 +1,98 @@
+"""Hardware in the loop: evaluator, policy and perturbation interposers against a real robot,
+every command through safety_node (velocity and workspace limits, latched e-stop).
+
+ROS workstation only (launch, launch_ros). The robot's driver provides the sensor topics and
+accepts the commands; the interposers perturb what the policy sees, the policy's commands go
+to safety_node (cmd_vel_in / joint_trajectory_in), and only safety_node publishes to the
+robot's command topics. A True on the e-stop topic stops the robot until
+`ros2 service call /safety/reset std_srvs/srv/Trigger`; with estop_timeout_s > 0 (safety.yaml)
+a silent e-stop topic stops it too.
+
+    ros2 launch clawgym_ros hil_launch.py checkpoint:=<id> run_dir:=runs/hil \
+        joint_states:=/robot/joint_states cmd_vel:=/robot/cmd_vel estop:=/robot/estop
+"""
+
+from pathlib import Path
+
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+from launch import LaunchDescription
+
+PACKAGE = "clawgym_ros"
+#: launch argument -> (default robot topic, what it is)
+ROBOT_TOPICS = {
+    "joint_states": ("/joint_states", "robot joint states (sensor_msgs/JointState)"),
+    "image": ("/camera/image_raw", "robot camera (sensor_msgs/Image)"),
+    "imu": ("/imu/data", "robot IMU (sensor_msgs/Imu)"),
+    "gps": ("/gps/fix", "robot GPS (sensor_msgs/NavSatFix)"),
+    "odom": ("/odom", "robot odometry (nav_msgs/Odometry)"),
+    "tool_pose": ("/tool_pose", "measured tool pose, base frame (geometry_msgs/PoseStamped)"),
+    "cmd_vel": ("/cmd_vel", "robot base command (geometry_msgs/Twist)"),
+    "joint_trajectory": ("/joint_trajectory", "robot arm command (JointTrajectory)"),
+    "estop": ("/estop", "e-stop (std_msgs/Bool, True = stop)"),
+}
+
+
+def _share() -> Path:
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        return Path(get_package_share_directory(PACKAGE))
+    except Exception:  # source checkout without an install
+        return Path(__file__).resolve().parents[1]
+
+
+def _setup(context, *args, **kwargs):
+    from clawgym_ros import constants as C
+
+    share = _share()
+    topic = {k: LaunchConfiguration(k).perform(context) for k in ROBOT_TOPICS}
+    run_dir = str(Path(LaunchConfiguration("run_dir").perform(context)).resolve())
+    checkpoint = LaunchConfiguration("checkpoint").perform(context)
+    safety_params = str(share / "config" / "params" / "safety.yaml")
+    return [
+        # Interposers: robot sensor topics in, perturbed topics out (what the policy sees).
+        Node(package=PACKAGE, executable="sensor_noise_node", name="sensor_noise_node",
+             output="screen",
+             remappings=[(C.TOPIC_JOINT_STATES_RAW, topic["joint_states"]),
+                         (C.TOPIC_IMAGE_RAW, topic["image"]), (C.TOPIC_IMU_RAW, topic["imu"]),
+                         (C.TOPIC_JOINT_STATES, "perturbed/joint_states"),
+                         (C.TOPIC_IMAGE, "perturbed/image"), (C.TOPIC_IMU, "perturbed/imu")]),
+        Node(package=PACKAGE, executable="gps_dropout_node", name="gps_dropout_node",
+             output="screen",
+             remappings=[(C.TOPIC_GPS_RAW, topic["gps"]), (C.TOPIC_GPS, "perturbed/gps")]),
+        # The policy reads the perturbed topics and writes to safety_node's inputs.
+        Node(package=PACKAGE, executable="policy_node", name="policy_node", output="screen",
+             parameters=[{"checkpoint_id": checkpoint, "run_dir": run_dir}],
+             remappings=[(C.TOPIC_JOINT_STATES, "perturbed/joint_states"),
+                         (C.TOPIC_IMAGE, "perturbed/image"), (C.TOPIC_IMU, "perturbed/imu"),
+                         (C.TOPIC_GPS, "perturbed/gps"), (C.TOPIC_ODOM, topic["odom"]),
+                         (C.TOPIC_CMD_VEL, C.TOPIC_CMD_VEL_IN),
+                         (C.TOPIC_JOINT_TRAJECTORY, C.TOPIC_JOINT_TRAJECTORY_IN)]),
+        # The only node that commands the robot.
+        Node(package=PACKAGE, executable="safety_node", name="safety_node", output="screen",
+             parameters=[safety_params],
+             remappings=[(C.TOPIC_JOINT_STATES, topic["joint_states"]),
+                         (C.TOPIC_ODOM, topic["odom"]), (C.TOPIC_TOOL_POSE, topic["tool_pose"]),
+                         (C.TOPIC_ESTOP, topic["estop"]), (C.TOPIC_CMD_VEL, topic["cmd_vel"]),
+                         (C.TOPIC_JOINT_TRAJECTORY, topic["joint_trajectory"])]),
+        Node(package=PACKAGE, executable="evaluator_node", name="evaluator_node",
+             output="screen",
+             parameters=[str(share / "config" / "params" / "evaluator.yaml"),
+                         {"run_dir": run_dir}]),
+    ]
+
+
+def generate_launch_description() -> LaunchDescription:
+    """Interposers, policy, safety filter and evaluator against a real robot's topics."""
+    return LaunchDescription([
+        *[DeclareLaunchArgument(name, default_value=default, description=text)
+          for name, (default, text) in ROBOT_TOPICS.items()],
+        DeclareLaunchArgument("checkpoint", default_value="",
+                              description="checkpoint artifact id the policy runs"),
+        DeclareLaunchArgument("run_dir", default_value="runs/hil",
+                              description="run directory (checkpoints, reports)"),
+        OpaqueFunction(function=_setup),
+    ])

@@ -1,0 +1,36 @@
+"""`clawgym bench eval --quick`: the evaluation benchmark runs end to end (smoke, ~20 s).
+
+Checks the JSON shape and that the numbers are consistent (same episodes replayed, results of
+1 and 2 workers identical, ROS steps counted), not the speed targets (machine-dependent; see
+docs/notes/evaluation_rollout.md).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.mark.ros
+def test_bench_eval_quick(capsys):
+    pytest.importorskip("rclpy")
+    from clawgym_ros.cli import main
+
+    assert main(["bench", "eval", "--quick", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["area"] == "eval"
+    local = result["inprocess"]
+    assert local["episodes"] == 4 and local["control_steps"] == local["replayed_steps"] > 0
+    assert 0 < local["physics_s"] and 0 < local["policy_s"]
+    assert local["ratio"] == pytest.approx(local["pure_physics_policy_s"] / local["wall_s"],
+                                           abs=2e-3)
+    assert 0 < local["ratio"] < 1.5
+    scaling = result["scaling"]
+    assert scaling["identical_results"] is True
+    assert scaling["speedup"] == pytest.approx(
+        scaling["wall_1_worker_s"] / scaling["wall_2_workers_s"], abs=2e-3)
+    ros = result["ros"]
+    assert ros["episodes"] == 2 and ros["control_steps"] > 0
+    assert ros["control_steps_per_s"] > 0
+    assert set(ros["cpu_ms_per_step"]) == {"sim_node", "policy_node", "evaluator"}

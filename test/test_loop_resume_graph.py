@@ -1,0 +1,217 @@
+"""The closed loop through the real node graph (`clawgym loop`: synthesis, trainer, evaluator and
+coordinator nodes as separate processes): kill -9 of the trainer mid-iteration, rerun, and the
+final report equals an uninterrupted run's; `clawgym lineage` traces that report to every
+dataset, checkpoint, config and seed.
+
+Sized small (2 iterations x 6 episodes x 300 training steps, a 6-episode suite of 150 steps) so
+the three loop runs take ~2-3 minutes on 2 cores; the demo-sized loop is `make demo`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test.conftest import ROOT
+
+pytestmark = pytest.mark.ros
+
+SUITE = """name: resume_small
+description: kill -9 resume test - nominal, one lighting point, held-out template.
+seed: 0
+episodes_per_cell: 2
+schedule: constant
+max_steps: 150
+tasks:
+  - task: pick_place
+    templates: [cube]
+    held_out_templates: [cylinder]
+cells:
+  nominal: true
+  sweeps:
+    - family: lighting
+      intensities: [0.5]
+"""
+
+LOOP = """loop:
+  name: resume_small
+  seed: 7
+  iterations: 2
+  episodes_per_iteration: 6
+  train_steps: 300
+  eval_suite: suite.yaml
+  mixture:
+    - {task: pick_place, family: none, weight: 2.0}
+    - {task: pick_place, family: lighting, weight: 1.0}
+  ranges:
+    lighting: [0.0, 0.4]
+  targets: {functional: 0.99, robustness: 0.99}
+  workers: 1
+  warm_start: true
+  accumulate: true
+"""
+
+
+def _loop_cli(config: Path, out: Path) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen(
+        [sys.executable, "-m", "clawgym_ros.cli", "loop", "--config", str(config), "--out",
+         str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+
+
+def _finish(proc: subprocess.Popen, timeout: float) -> tuple[int, str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        raise AssertionError(f"clawgym loop did not finish in {timeout:g} s:\n{err[-3000:]}"
+                             ) from None
+    return proc.returncode, out, err
+
+
+def _trainer_pid(run_dir: Path) -> int | None:
+    """The trainer_node process serving ``run_dir`` (found by its own command line)."""
+    want = f"run_dir:={run_dir}"
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in argv]
+        if "clawgym_ros.nodes.trainer_node" in args and want in args:
+            return int(entry.name)
+    return None
+
+
+def _state(run_dir: Path) -> dict | None:
+    from clawgym_ros import constants as C
+
+    try:
+        return json.loads((run_dir / C.DIR_LOOP / C.FILE_LOOP_STATE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _manifest(run_dir: Path, kind: str, art_id: str) -> dict:
+    from clawgym_ros import constants as C
+
+    return json.loads((run_dir / "artifacts" / kind / art_id / C.FILE_MANIFEST).read_text())
+
+
+def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(tmp_path, capsys):
+    from clawgym_ros import constants as C
+    from clawgym_ros.cli import main
+    from clawgym_ros.training.checkpoint import complete_steps
+
+    cfg_dir = tmp_path / "cfg"
+    cfg_dir.mkdir()
+    (cfg_dir / "suite.yaml").write_text(SUITE)
+    config = cfg_dir / "loop.yaml"
+    config.write_text(LOOP)
+
+    # 1. The uninterrupted reference.
+    ref = tmp_path / "ref"
+    code, out, err = _finish(_loop_cli(config, ref), 240)
+    assert code == 0, err[-3000:]
+    ref_state = _state(ref)
+    assert ref_state["done"] and len(ref_state["history"]) == 2
+    assert f"final report {ref_state['final_report_id']}" in out
+
+    # 2. The same loop; kill -9 the trainer while iteration 1 trains, after it saved a step.
+    run = tmp_path / "run"
+    proc = _loop_cli(config, run)
+    work = run / C.DIR_TRAIN_WORK
+    before: set[str] | None = None
+    killed = None
+    deadline = time.monotonic() + 240
+    while killed is None and time.monotonic() < deadline and proc.poll() is None:
+        state = _state(run)
+        if state and state["iteration"] == 1 and state["phase"] == "train":
+            if before is None:
+                before = {p.name for p in work.iterdir()} if work.is_dir() else set()
+            new = [p for p in work.iterdir() if p.name not in before] if work.is_dir() else []
+            if any(complete_steps(p) for p in new):
+                killed = _trainer_pid(run.resolve())
+                assert killed is not None
+                os.kill(killed, signal.SIGKILL)
+                break
+        time.sleep(0.05)
+    assert killed is not None, "never saw iteration 1 training with a saved step"
+    code, _, err = _finish(proc, 120)
+    assert code != 0
+    assert "trainer_node stopped (signal 9)" in err, err[-3000:]
+    assert "run the same command again to resume" in err
+    crashed = _state(run)
+    assert crashed["iteration"] == 1 and not crashed["done"]
+    assert crashed["iterations"][1]["dataset_id"] and not crashed["iterations"][1][
+        "checkpoint_id"]
+    kept = {k: crashed["iterations"][0][k] for k in ("dataset_id", "checkpoint_id",
+                                                     "report_id")}
+    kept["dataset_1"] = crashed["iterations"][1]["dataset_id"]
+    created = {
+        kept["dataset_id"]: _manifest(run, C.KIND_DATASET, kept["dataset_id"])["created"],
+        kept["dataset_1"]: _manifest(run, C.KIND_DATASET, kept["dataset_1"])["created"],
+        kept["checkpoint_id"]: _manifest(run, C.KIND_CHECKPOINT,
+                                         kept["checkpoint_id"])["created"],
+        kept["report_id"]: _manifest(run, C.KIND_REPORT, kept["report_id"])["created"],
+    }
+
+    # 3. Rerun the same command: it resumes and ends with the reference's final report.
+    code, out, err = _finish(_loop_cli(config, run), 240)
+    assert code == 0, err[-3000:]
+    state = _state(run)
+    assert state["final_report_id"] == ref_state["final_report_id"]
+    assert [it["report_id"] for it in state["iterations"]] == \
+        [it["report_id"] for it in ref_state["iterations"]]
+    # Nothing completed was lost or recomputed: same artifacts, same creation times, no extra
+    # datasets; the trainer continued iteration 1 from its saved step.
+    assert state["iterations"][0]["dataset_id"] == kept["dataset_id"]
+    assert state["iterations"][1]["dataset_id"] == kept["dataset_1"]
+    for art_id, when in created.items():
+        kind = next(k for k in (C.KIND_DATASET, C.KIND_CHECKPOINT, C.KIND_REPORT)
+                    if (run / "artifacts" / k / art_id).is_dir())
+        assert _manifest(run, kind, art_id)["created"] == when
+    assert len(list((run / "artifacts" / C.KIND_DATASET).iterdir())) == 2
+    ckpt_1 = _manifest(run, C.KIND_CHECKPOINT, state["iterations"][1]["checkpoint_id"])
+    assert ckpt_1["summary"]["resumed_from"] >= 100
+    decisions = (run / C.DIR_LOOP / C.FILE_DECISIONS).read_text().splitlines()
+    assert len(decisions) == 3   # iterations 0 and 1, then the stop decision
+    assert (run / C.FILE_REPORT_HTML).is_file()
+    report = json.loads((run / C.FILE_REPORT_JSON).read_text())
+    assert [h["report_id"] for h in report["history"]] == \
+        [it["report_id"] for it in state["iterations"]][:len(report["history"])]
+
+    # 4. `clawgym lineage` traces the final report to every dataset, checkpoint, config, seed.
+    capsys.readouterr()
+    assert main(["lineage", state["final_report_id"][:16], "--run-dir", str(run),
+                 "--json"]) == 0
+    tree = json.loads(capsys.readouterr().out)
+    found: dict[str, dict] = {}
+
+    def walk(node: dict) -> None:
+        found[node["id"]] = node
+        for parent in node["parents"]:
+            walk(parent)
+
+    walk(tree)
+    for it in state["iterations"]:
+        for key in ("dataset_id", "checkpoint_id", "report_id"):
+            assert it[key] in found
+        assert found[it["dataset_id"]]["seeds"]["run"] == it["plan"]["seeds"]["synthesize"]
+        assert found[it["checkpoint_id"]]["seeds"]["train"] == it["plan"]["seeds"]["train"]
+        assert found[it["report_id"]]["seeds"]["suite"] == it["plan"]["seeds"]["evaluate"]
+    assert found[state["config_id"]]["kind"] == C.KIND_CONFIG
+    assert found[state["config_id"]]["seeds"] == {"loop": 7}
+    kinds = {n["kind"] for n in found.values()}
+    assert kinds == {C.KIND_REPORT, C.KIND_CHECKPOINT, C.KIND_DATASET, C.KIND_CONFIG}

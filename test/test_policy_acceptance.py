@@ -1,0 +1,72 @@
+"""Trainer acceptance: a policy trained by `clawgym train` on synthesized pick_place data
+succeeds in >= 80% of nominal pick_place episodes (in-process rollouts, held-out seeds).
+
+The real pipeline end to end, no shortcuts: `clawgym synth` (planner-driven expert, MuJoCo),
+`clawgym train` (the default recipe of TrainConfig), `load_policy` (verified checkpoint), then
+rollouts of the policy on the nominal task env with seeds that no training episode used. The
+policy acts from the env's observation only; success is the env's own ``info["success"]``.
+
+Sizing (2-core machine): see docs/notes/training.md "Acceptance recipe" for the full-size
+measurement (n >= 50 episodes); this test keeps the bar (>= 0.8) on fewer episodes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("mujoco")
+
+from clawgym_ros import constants as C  # noqa: E402
+from clawgym_ros.artifacts import ArtifactStore  # noqa: E402
+from clawgym_ros.cli import main  # noqa: E402
+from clawgym_ros.training.checkpoint import load_policy  # noqa: E402
+from clawgym_ros.training.rollout_check import run_episodes, success_rate  # noqa: E402
+
+#: Demonstrations synthesized for training (run seed below).
+EPISODES = 400
+SYNTH_SEED = 11
+#: `clawgym train` settings (everything else: TrainConfig defaults: delta joint targets,
+#: derived features, joint_vel left out, action shift 1).
+TRAIN_STEPS = 4000
+CHUNK = 20
+#: Held-out evaluation: env reset seeds far from anything the synthesis draws.
+EVAL_SEEDS = range(7_000_000, 7_000_024)
+BAR = 0.8
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("CLAWGYM_ACCEPTANCE") != "1",
+    reason="opt-in (CLAWGYM_ACCEPTANCE=1): ~15 min on 2 cores, and the current recipe does not "
+           "reach the bar yet (measured 13/30 = 0.43; see docs/notes/training.md)")
+def test_trained_policy_succeeds_on_held_out_nominal_pick_place(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["synth", "--task", C.TASK_PICK_PLACE, "--episodes", str(EPISODES), "--seed",
+                 str(SYNTH_SEED), "--workers", "2", "--out", str(run)]) == 0
+    dataset_id = capsys.readouterr().out.split()[0]
+    store = ArtifactStore(run)
+    dataset = store.resolve(dataset_id, C.KIND_DATASET)
+    rows = [json.loads(line) for line in
+            (dataset.path / "episodes.jsonl").read_text().splitlines() if line.strip()]
+    train_seeds = {int(r["seed"]) for r in rows}
+    assert len(rows) >= 0.9 * EPISODES
+    # Held out: no evaluation seed was a training episode's seed.
+    assert not train_seeds & set(EVAL_SEEDS)
+
+    assert main(["train", "--dataset", dataset_id, "--steps", str(TRAIN_STEPS), "--seed", "0",
+                 "--chunk", str(CHUNK), "--out", str(run)]) == 0
+    checkpoint_id = capsys.readouterr().out.strip().splitlines()[-1]
+
+    policy = load_policy(store, checkpoint_id)
+    outcomes = run_episodes(policy, EVAL_SEEDS)
+    rate, (low, high) = success_rate(outcomes)
+    failed = [(o.seed, o.template, o.stages[-1:] or ("none",)) for o in outcomes
+              if not o.success]
+    assert len(outcomes) >= 20
+    # Every training template was drawn, so the rate is over the nominal task, not one shape.
+    assert {o.template for o in outcomes} == {"cube", "cylinder", "small_box", "two_bins"}
+    assert rate >= BAR, f"success {rate:.2f} (95% CI {low:.2f}-{high:.2f}); failed: {failed}"
