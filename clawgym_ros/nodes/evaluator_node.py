@@ -33,17 +33,15 @@ import time
 from typing import Any
 
 import rclpy
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.task import Future
 
 from clawgym_interfaces.action import Evaluate
 from clawgym_interfaces.msg import EvalSummary
 from clawgym_ros import constants as C
-from clawgym_ros.config import check_choice, check_int, check_range, from_dict
+from clawgym_ros.config import check_choice, check_int, check_range
 from clawgym_ros.errors import ClawgymError
-from clawgym_ros.ros_io.params import declare_config
+from clawgym_ros.ros_io.action_node import ActionLifecycleNode
 from clawgym_ros.ros_io.qos import LATCHED_QOS
 
 
@@ -110,80 +108,27 @@ def goal_config(goal: Any, options: EvaluatorNodeOptions):
     return cfg, source, RolloutOptions(world=options.world, max_steps=options.max_steps), run_dir
 
 
-class EvaluatorNode(LifecycleNode):
+class EvaluatorNode(ActionLifecycleNode):
     """Lifecycle node serving the Evaluate action and the latched eval_summary topic."""
+
+    options_cls = EvaluatorNodeOptions
+    action_type = Evaluate
+    action_name = C.ACTION_EVALUATE
 
     def __init__(self) -> None:
         super().__init__(C.NODE_EVALUATOR)
-        self.options: EvaluatorNodeOptions | None = None
-        self._declared = False
-        self._server: ActionServer | None = None
         self._summary_pub = None
-        self._active = False
-        self._busy = threading.Lock()
-        self._stop = threading.Event()
 
-    # --- lifecycle ------------------------------------------------------------------------
-    def read_options(self) -> EvaluatorNodeOptions:
-        """Declare (first time) and read the node parameters."""
-        if not self._declared:
-            self._declared = True
-            return declare_config(self, EvaluatorNodeOptions)
-        values = {f.name: self.get_parameter(f.name).value
-                  for f in dataclasses.fields(EvaluatorNodeOptions)}
-        return from_dict(EvaluatorNodeOptions, values, source=f"node {self.get_name()}")
-
-    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        try:
-            self.options = self.read_options()
-        except ClawgymError as err:
-            self.get_logger().error(f"configure failed: {err}")
-            return TransitionCallbackReturn.FAILURE
+    def prepare(self) -> None:
         # A plain (not lifecycle) publisher: the latched summary stays readable whatever
         # the node's state, like the coordinator's loop status.
         self._summary_pub = self.create_publisher(EvalSummary, C.TOPIC_EVAL_SUMMARY,
                                                   LATCHED_QOS)
-        self._server = ActionServer(
-            self, Evaluate, C.ACTION_EVALUATE, execute_callback=self._execute,
-            goal_callback=self._on_goal, cancel_callback=lambda _req: CancelResponse.ACCEPT)
-        self.get_logger().info(f"configured; run_dir default {self.options.run_dir}, mode "
-                               f"{self.options.mode}")
-        return TransitionCallbackReturn.SUCCESS
 
-    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = True
-        self._stop.clear()
-        return super().on_activate(state)
-
-    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = False
-        self._stop.set()
-        return super().on_deactivate(state)
-
-    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._stop.set()
-        if self._server is not None:
-            self._server.destroy()
-            self._server = None
+    def release(self) -> None:
         if self._summary_pub is not None:
             self.destroy_publisher(self._summary_pub)
             self._summary_pub = None
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = False
-        self._stop.set()
-        return self.on_cleanup(state)
-
-    # --- the action ------------------------------------------------------------------------
-    def _on_goal(self, goal: Evaluate.Goal) -> GoalResponse:
-        if not self._active:
-            self.get_logger().warn("rejecting Evaluate goal: node is not active")
-            return GoalResponse.REJECT
-        if self._busy.locked():
-            self.get_logger().warn("rejecting Evaluate goal: another goal is running")
-            return GoalResponse.REJECT
-        return GoalResponse.ACCEPT
 
     async def _execute(self, goal_handle) -> Evaluate.Result:
         """Await the worker thread that evaluates; the executor stays free meanwhile."""

@@ -24,17 +24,15 @@ import threading
 from typing import Any
 
 import rclpy
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.task import Future
 
 from clawgym_interfaces.action import Synthesize
 from clawgym_interfaces.msg import RejectionCount
 from clawgym_ros import constants as C
-from clawgym_ros.config import check_int, from_dict
+from clawgym_ros.config import check_int
 from clawgym_ros.errors import ClawgymError
-from clawgym_ros.ros_io.params import declare_config
+from clawgym_ros.ros_io.action_node import ActionLifecycleNode
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,70 +69,15 @@ def rejection_msgs(by_reason: dict[str, int]) -> list[RejectionCount]:
             sorted(by_reason.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))]
 
 
-class SynthesisNode(LifecycleNode):
+class SynthesisNode(ActionLifecycleNode):
     """Lifecycle node serving the Synthesize action."""
+
+    options_cls = SynthesisNodeOptions
+    action_type = Synthesize
+    action_name = C.ACTION_SYNTHESIZE
 
     def __init__(self) -> None:
         super().__init__(C.NODE_SYNTHESIS)
-        self.options: SynthesisNodeOptions | None = None
-        self._declared = False
-        self._server: ActionServer | None = None
-        self._active = False
-        self._busy = threading.Lock()
-        self._stop = threading.Event()
-
-    # --- lifecycle ------------------------------------------------------------------------
-    def read_options(self) -> SynthesisNodeOptions:
-        """Declare (first time) and read the node parameters."""
-        if not self._declared:
-            self._declared = True
-            return declare_config(self, SynthesisNodeOptions)
-        values = {f.name: self.get_parameter(f.name).value
-                  for f in dataclasses.fields(SynthesisNodeOptions)}
-        return from_dict(SynthesisNodeOptions, values, source=f"node {self.get_name()}")
-
-    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        try:
-            self.options = self.read_options()
-        except ClawgymError as err:
-            self.get_logger().error(f"configure failed: {err}")
-            return TransitionCallbackReturn.FAILURE
-        self._server = ActionServer(
-            self, Synthesize, C.ACTION_SYNTHESIZE, execute_callback=self._execute,
-            goal_callback=self._on_goal, cancel_callback=lambda _req: CancelResponse.ACCEPT)
-        self.get_logger().info(f"configured; run_dir default {self.options.run_dir}")
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = True
-        self._stop.clear()
-        return super().on_activate(state)
-
-    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = False
-        self._stop.set()
-        return super().on_deactivate(state)
-
-    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._stop.set()
-        if self._server is not None:
-            self._server.destroy()
-            self._server = None
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._stop.set()
-        return self.on_cleanup(state)
-
-    # --- the action ------------------------------------------------------------------------
-    def _on_goal(self, goal: Synthesize.Goal) -> GoalResponse:
-        if not self._active:
-            self.get_logger().warn("rejecting Synthesize goal: node is not active")
-            return GoalResponse.REJECT
-        if self._busy.locked():
-            self.get_logger().warn("rejecting Synthesize goal: another goal is running")
-            return GoalResponse.REJECT
-        return GoalResponse.ACCEPT
 
     async def _execute(self, goal_handle) -> Synthesize.Result:
         """Await the worker thread that synthesizes; the executor stays free meanwhile."""

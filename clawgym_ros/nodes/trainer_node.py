@@ -24,17 +24,15 @@ import threading
 from typing import Any
 
 import rclpy
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.task import Future
 
 from clawgym_interfaces.action import Train
 from clawgym_interfaces.msg import GroupWeight
 from clawgym_ros import constants as C
-from clawgym_ros.config import check_int, check_range, from_dict
+from clawgym_ros.config import check_int, check_range
 from clawgym_ros.errors import ClawgymError
-from clawgym_ros.ros_io.params import declare_config
+from clawgym_ros.ros_io.action_node import ActionLifecycleNode
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,71 +82,18 @@ def _group_msgs(values: dict[str, float]) -> list[GroupWeight]:
     return [GroupWeight(group=name, value=float(value)) for name, value in values.items()]
 
 
-class TrainerNode(LifecycleNode):
+class TrainerNode(ActionLifecycleNode):
     """Lifecycle node serving the Train action."""
+
+    options_cls = TrainerNodeOptions
+    action_type = Train
+    action_name = C.ACTION_TRAIN
 
     def __init__(self) -> None:
         super().__init__(C.NODE_TRAINER)
-        self.options: TrainerNodeOptions | None = None
-        self._declared = False
-        self._server: ActionServer | None = None
-        self._active = False
-        self._busy = threading.Lock()
-        self._stop = threading.Event()
 
-    # --- lifecycle ------------------------------------------------------------------------
-    def read_options(self) -> TrainerNodeOptions:
-        """Declare (first time) and read the node parameters."""
-        if not self._declared:
-            self._declared = True
-            return declare_config(self, TrainerNodeOptions)
-        values = {f.name: self.get_parameter(f.name).value
-                  for f in dataclasses.fields(TrainerNodeOptions)}
-        return from_dict(TrainerNodeOptions, values, source=f"node {self.get_name()}")
-
-    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        try:
-            self.options = self.read_options()
-            import clawgym_ros.training.bc  # noqa: F401 (load torch now, not on the first goal)
-        except ClawgymError as err:
-            self.get_logger().error(f"configure failed: {err}")
-            return TransitionCallbackReturn.FAILURE
-        self._server = ActionServer(
-            self, Train, C.ACTION_TRAIN, execute_callback=self._execute,
-            goal_callback=self._on_goal, cancel_callback=lambda _req: CancelResponse.ACCEPT)
-        self.get_logger().info(f"configured; run_dir default {self.options.run_dir}")
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = True
-        self._stop.clear()
-        return super().on_activate(state)
-
-    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = False
-        self._stop.set()
-        return super().on_deactivate(state)
-
-    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        if self._server is not None:
-            self._server.destroy()
-            self._server = None
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = False
-        self._stop.set()
-        return self.on_cleanup(state)
-
-    # --- the action ------------------------------------------------------------------------
-    def _on_goal(self, goal: Train.Goal) -> GoalResponse:
-        if not self._active:
-            self.get_logger().warn("rejecting Train goal: node is not active")
-            return GoalResponse.REJECT
-        if self._busy.locked():
-            self.get_logger().warn("rejecting Train goal: another goal is running")
-            return GoalResponse.REJECT
-        return GoalResponse.ACCEPT
+    def prepare(self) -> None:
+        import clawgym_ros.training.bc  # noqa: F401 (load torch now, not on the first goal)
 
     async def _execute(self, goal_handle) -> Train.Result:
         """Await the worker thread that trains; the executor stays free meanwhile."""

@@ -1,0 +1,108 @@
+"""A lifecycle node that serves one long-running action (synthesis, training, evaluation).
+
+The three long-work nodes share this shape: parameters from an options dataclass, an action
+server created on configure, goals accepted only while active and one at a time, and a stop
+event that a worker thread polls for cancellation and shutdown. Subclasses set the class
+attributes and implement ``_execute``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any
+
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+
+from clawgym_ros.config import from_dict
+from clawgym_ros.errors import ClawgymError
+from clawgym_ros.ros_io.params import declare_config
+
+
+class ActionLifecycleNode(LifecycleNode):
+    """Lifecycle node serving ``action_type`` on ``action_name`` with ``options_cls`` params.
+
+    Hooks: :meth:`prepare` (extra configure work; may raise ClawgymError) and :meth:`release`
+    (extra cleanup). ``self._busy`` is held by the running goal; ``self._stop`` is set on
+    deactivate, cleanup and shutdown.
+    """
+
+    options_cls: type
+    action_type: type
+    action_name: str
+
+    def __init__(self, node_name: str) -> None:
+        super().__init__(node_name)
+        self.options: Any = None
+        self._declared = False
+        self._server: ActionServer | None = None
+        self._active = False
+        self._busy = threading.Lock()
+        self._stop = threading.Event()
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def read_options(self) -> Any:
+        """Declare (first time) and read the node parameters."""
+        if not self._declared:
+            self._declared = True
+            return declare_config(self, self.options_cls)
+        values = {f.name: self.get_parameter(f.name).value
+                  for f in dataclasses.fields(self.options_cls)}
+        return from_dict(self.options_cls, values, source=f"node {self.get_name()}")
+
+    def prepare(self) -> None:
+        """Extra work on configure, after the options are read."""
+
+    def release(self) -> None:
+        """Extra work on cleanup, after the action server is destroyed."""
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self.options = self.read_options()
+            self.prepare()
+        except ClawgymError as err:
+            self.get_logger().error(f"configure failed: {err}")
+            return TransitionCallbackReturn.FAILURE
+        self._server = ActionServer(
+            self, self.action_type, self.action_name, execute_callback=self._execute,
+            goal_callback=self._on_goal, cancel_callback=lambda _req: CancelResponse.ACCEPT)
+        self.get_logger().info(f"configured; run_dir default {self.options.run_dir}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = True
+        self._stop.clear()
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        self._stop.set()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop.set()
+        if self._server is not None:
+            self._server.destroy()
+            self._server = None
+        self.release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        self._stop.set()
+        return self.on_cleanup(state)
+
+    # --- the action ------------------------------------------------------------------------
+    def _on_goal(self, goal: Any) -> GoalResponse:
+        name = self.action_type.__name__
+        if not self._active:
+            self.get_logger().warn(f"rejecting {name} goal: node is not active")
+            return GoalResponse.REJECT
+        if self._busy.locked():
+            self.get_logger().warn(f"rejecting {name} goal: another goal is running")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    async def _execute(self, goal_handle: Any) -> Any:
+        raise NotImplementedError
