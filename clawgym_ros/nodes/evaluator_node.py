@@ -32,8 +32,6 @@ import threading
 import time
 from typing import Any
 
-import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.task import Future
 
 from clawgym_interfaces.action import Evaluate
@@ -41,7 +39,7 @@ from clawgym_interfaces.msg import EvalSummary
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_choice, check_int, check_range
 from clawgym_ros.errors import ClawgymError
-from clawgym_ros.ros_io.action_node import ActionLifecycleNode
+from clawgym_ros.ros_io.action_node import ActionLifecycleNode, spin_action_node
 from clawgym_ros.ros_io.qos import LATCHED_QOS
 
 
@@ -201,27 +199,7 @@ class EvaluatorNode(ActionLifecycleNode):
 
 def main(args: list[str] | None = None) -> int:
     """Console script ``evaluator_node``."""
-    rclpy.init(args=args)
-    node = EvaluatorNode()
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        options = node.read_options()
-        if options.autostart:
-            node.trigger_configure()
-            node.trigger_activate()
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except ClawgymError as err:
-        print(f"{C.NODE_EVALUATOR}: error: {err}", file=sys.stderr)
-        return 2
-    finally:
-        executor.shutdown()
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+    return spin_action_node(EvaluatorNode, args)
 
 
 if __name__ == "__main__":

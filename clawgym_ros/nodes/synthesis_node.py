@@ -23,8 +23,6 @@ import sys
 import threading
 from typing import Any
 
-import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.task import Future
 
 from clawgym_interfaces.action import Synthesize
@@ -32,7 +30,7 @@ from clawgym_interfaces.msg import RejectionCount
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_int
 from clawgym_ros.errors import ClawgymError
-from clawgym_ros.ros_io.action_node import ActionLifecycleNode
+from clawgym_ros.ros_io.action_node import ActionLifecycleNode, spin_action_node
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,27 +135,7 @@ class SynthesisNode(ActionLifecycleNode):
 
 def main(args: list[str] | None = None) -> int:
     """Console script ``synthesis_node``."""
-    rclpy.init(args=args)
-    node = SynthesisNode()
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        options = node.read_options()
-        if options.autostart:
-            node.trigger_configure()
-            node.trigger_activate()
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except ClawgymError as err:
-        print(f"{C.NODE_SYNTHESIS}: error: {err}", file=sys.stderr)
-        return 2
-    finally:
-        executor.shutdown()
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+    return spin_action_node(SynthesisNode, args)
 
 
 if __name__ == "__main__":

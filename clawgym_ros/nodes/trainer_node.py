@@ -23,8 +23,6 @@ import sys
 import threading
 from typing import Any
 
-import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.task import Future
 
 from clawgym_interfaces.action import Train
@@ -32,7 +30,7 @@ from clawgym_interfaces.msg import GroupWeight
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_int, check_range
 from clawgym_ros.errors import ClawgymError
-from clawgym_ros.ros_io.action_node import ActionLifecycleNode
+from clawgym_ros.ros_io.action_node import ActionLifecycleNode, spin_action_node
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,27 +156,7 @@ class TrainerNode(ActionLifecycleNode):
 
 def main(args: list[str] | None = None) -> int:
     """Console script ``trainer_node``."""
-    rclpy.init(args=args)
-    node = TrainerNode()
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        options = node.read_options()
-        if options.autostart:
-            node.trigger_configure()
-            node.trigger_activate()
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except ClawgymError as err:
-        print(f"{C.NODE_TRAINER}: error: {err}", file=sys.stderr)
-        return 2
-    finally:
-        executor.shutdown()
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+    return spin_action_node(TrainerNode, args)
 
 
 if __name__ == "__main__":
