@@ -89,7 +89,9 @@ def test_evaluate_action_feedback_result_latched_summary_and_cancel(procs, rclpy
         result = got.result().result
         assert result.success, result.message
         total = 6   # 2 nominal + 2 lighting + 2 held-out
-        assert [f.done for f in feedback] == list(range(1, total + 1))
+        # Feedback is a topic: the first message can precede discovery of the subscription.
+        done = [f.done for f in feedback]
+        assert done == sorted(set(done)) and done[-1] == total and len(done) >= total - 1, done
         assert {f.total for f in feedback} == {total}
         report = json.loads(open(result.report_path).read())
         assert report["n_episodes"] == total

@@ -70,7 +70,11 @@ def test_custom_message_service_action_across_processes(procs, rclpy_context, tm
         assert result.success and result.accepted == 4
         assert result.rejections[0].reason == "joint_limit"
         assert result.message == "pick_place x4"
-        assert [f.feedback.done for f in feedback] == [1, 2, 3, 4]
+        # Feedback is a topic: the first message may go out before discovery has matched the
+        # client's subscription, so require an increasing run that reaches the total.
+        done = [f.feedback.done for f in feedback]
+        assert done and done == sorted(set(done)) and done[-1] == 4, done
+        assert len(done) >= 3, done
     finally:
         executor.shutdown()
         node.destroy_node()

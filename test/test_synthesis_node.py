@@ -71,7 +71,9 @@ def test_synthesize_action_across_processes(procs, rclpy_context, tmp_path):
         assert response.status == GoalStatus.STATUS_SUCCEEDED, response.result.message
         result = response.result
         assert result.success and result.accepted + result.rejected == 3
-        assert [f.feedback.done for f in feedback] == [1, 2, 3]
+        # Feedback is a topic: the first message can precede discovery of the subscription.
+        done = [f.feedback.done for f in feedback]
+        assert done == sorted(set(done)) and done[-1] == 3 and len(done) >= 2, done
         assert feedback[-1].feedback.total == 3
         ds = open_dataset(ArtifactStore(run), result.dataset_id)
         assert len(ds) == result.accepted

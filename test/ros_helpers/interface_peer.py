@@ -40,6 +40,7 @@ class InterfacePeer(Node):
 
     def on_goal(self, goal_handle):
         total = goal_handle.request.episodes
+        time.sleep(0.3)  # let discovery match the client's feedback subscription
         for done in range(1, total + 1):
             goal_handle.publish_feedback(Synthesize.Feedback(
                 done=done, total=total, accepted=done, rejected=0))
