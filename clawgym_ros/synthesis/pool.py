@@ -194,7 +194,10 @@ def iter_generation(
             del pending[emitted]
             yield handle.get()
     finally:
-        pool.terminate()
+        # No Pool.terminate(): it can hang joining the pool's handler threads (seen once with
+        # forkserver workers). At most `window` episodes are queued, so letting them finish
+        # (their results are discarded) bounds the wait and always ends.
+        pool.close()
         pool.join()
 
 
