@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,13 @@ def read_logs(tmp_path: Path) -> str:
     """All child logs of a test, for assertion messages."""
     logs = sorted((tmp_path / "logs").glob("*.log"))
     return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in logs)
+
+
+def spin_until(executor, predicate, timeout: float, period: float = 0.05) -> bool:
+    """Spin ``executor`` until ``predicate()`` holds (True) or ``timeout`` s pass (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=period)
+        if predicate():
+            return True
+    return False

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import pytest
 
-from test.conftest import ROOT, read_logs
+from test.conftest import ROOT, read_logs, spin_until
 
 pytestmark = pytest.mark.ros
 
@@ -31,14 +30,6 @@ cells:
       intensities: [0.5]
 """
 
-
-def _spin_until(executor, predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.05)
-        if predicate():
-            return True
-    return False
 
 
 def _start_node(procs, run_dir):
@@ -80,11 +71,11 @@ def test_evaluate_action_feedback_result_latched_summary_and_cancel(procs, rclpy
         sent = client.send_goal_async(
             Evaluate.Goal(checkpoint_id=POLICY, suite=str(small), seed=3, workers=1),
             feedback_callback=lambda fb: feedback.append(fb.feedback))
-        assert _spin_until(executor, sent.done, 30.0), read_logs(tmp_path)
+        assert spin_until(executor, sent.done, 30.0), read_logs(tmp_path)
         handle = sent.result()
         assert handle.accepted
         got = handle.get_result_async()
-        assert _spin_until(executor, got.done, 120.0), read_logs(tmp_path)
+        assert spin_until(executor, got.done, 120.0), read_logs(tmp_path)
         assert got.result().status == GoalStatus.STATUS_SUCCEEDED
         result = got.result().result
         assert result.success, result.message
@@ -120,7 +111,7 @@ def test_evaluate_action_feedback_result_latched_summary_and_cancel(procs, rclpy
         latched: list = []
         node.create_subscription(EvalSummary, C.TOPIC_EVAL_SUMMARY, latched.append,
                                  LATCHED_QOS)
-        assert _spin_until(executor, lambda: bool(latched), 20.0), read_logs(tmp_path)
+        assert spin_until(executor, lambda: bool(latched), 20.0), read_logs(tmp_path)
         assert latched[-1].report_id == result.report_id
 
         # 4. Cancel a long evaluation after its first episodes: canceled, nothing committed.
@@ -129,14 +120,14 @@ def test_evaluate_action_feedback_result_latched_summary_and_cancel(procs, rclpy
         sent = client.send_goal_async(
             Evaluate.Goal(checkpoint_id=POLICY, suite=str(large), seed=3, workers=1),
             feedback_callback=lambda fb: feedback.append(fb.feedback))
-        assert _spin_until(executor, sent.done, 30.0)
+        assert spin_until(executor, sent.done, 30.0)
         handle = sent.result()
         assert handle.accepted
-        assert _spin_until(executor, lambda: len(feedback) >= 2, 60.0), read_logs(tmp_path)
+        assert spin_until(executor, lambda: len(feedback) >= 2, 60.0), read_logs(tmp_path)
         cancel = handle.cancel_goal_async()
-        assert _spin_until(executor, cancel.done, 20.0)
+        assert spin_until(executor, cancel.done, 20.0)
         got = handle.get_result_async()
-        assert _spin_until(executor, got.done, 60.0), read_logs(tmp_path)
+        assert spin_until(executor, got.done, 60.0), read_logs(tmp_path)
         assert got.result().status == GoalStatus.STATUS_CANCELED
         assert not got.result().result.success
         assert "cancelled" in got.result().result.message
@@ -146,9 +137,9 @@ def test_evaluate_action_feedback_result_latched_summary_and_cancel(procs, rclpy
         # 5. Errors are results, not crashes: an unknown checkpoint aborts with a message.
         sent = client.send_goal_async(Evaluate.Goal(checkpoint_id="0" * 12, suite=str(small),
                                                     seed=3, workers=1))
-        assert _spin_until(executor, sent.done, 30.0)
+        assert spin_until(executor, sent.done, 30.0)
         got = sent.result().get_result_async()
-        assert _spin_until(executor, got.done, 30.0)
+        assert spin_until(executor, got.done, 30.0)
         assert got.result().status == GoalStatus.STATUS_ABORTED
         assert got.result().result.message
         assert procs.procs[0][1].poll() is None   # the node is still up

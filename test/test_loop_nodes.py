@@ -7,18 +7,10 @@ import time
 
 import pytest
 
-from test.conftest import ROOT, read_logs
+from test.conftest import ROOT, read_logs, spin_until
 
 pytestmark = pytest.mark.ros
 
-
-def _spin_until(executor, predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.05)
-        if predicate():
-            return True
-    return False
 
 
 def test_safety_node_clamps_and_latches_estop(procs, rclpy_context, tmp_path):
@@ -45,7 +37,7 @@ def test_safety_node_clamps_and_latches_estop(procs, rclpy_context, tmp_path):
         estop = node.create_publisher(Bool, C.TOPIC_ESTOP, COMMAND_QOS)
         reset = node.create_client(Trigger, C.SRV_SAFETY_RESET)
         assert reset.wait_for_service(timeout_sec=30.0), read_logs(tmp_path)
-        assert _spin_until(executor, lambda: cmd.get_subscription_count() > 0, 10.0)
+        assert spin_until(executor, lambda: cmd.get_subscription_count() > 0, 10.0)
 
         def send(vx: float) -> Twist:
             got.clear()
@@ -54,19 +46,19 @@ def test_safety_node_clamps_and_latches_estop(procs, rclpy_context, tmp_path):
             deadline = time.monotonic() + 10.0
             while not got and time.monotonic() < deadline:
                 cmd.publish(msg)
-                _spin_until(executor, lambda: bool(got), 0.3)
+                spin_until(executor, lambda: bool(got), 0.3)
             assert got, read_logs(tmp_path)
             return got[-1]
 
         assert send(2.0).linear.x == pytest.approx(0.3)       # clamped to max_linear_speed
-        assert _spin_until(executor, lambda: estop.get_subscription_count() > 0, 10.0)
+        assert spin_until(executor, lambda: estop.get_subscription_count() > 0, 10.0)
         estop.publish(Bool(data=True))
-        _spin_until(executor, lambda: False, 0.5)
+        spin_until(executor, lambda: False, 0.5)
         estop.publish(Bool(data=False))                         # does not clear the latch
-        _spin_until(executor, lambda: False, 0.3)
+        spin_until(executor, lambda: False, 0.3)
         assert send(0.1).linear.x == 0.0
         future = reset.call_async(Trigger.Request())
-        assert _spin_until(executor, future.done, 10.0) and future.result().success
+        assert spin_until(executor, future.done, 10.0) and future.result().success
         assert send(0.1).linear.x == pytest.approx(0.1)
     finally:
         node.destroy_node()
@@ -112,7 +104,7 @@ def test_coordinator_reports_a_missing_action_server(procs, rclpy_context, tmp_p
     try:
         time.sleep(3.0)
         node.create_subscription(LoopStatus, C.TOPIC_LOOP_STATUS, got.append, LATCHED_QOS)
-        assert _spin_until(executor, lambda: bool(got), 20.0), read_logs(tmp_path)
+        assert spin_until(executor, lambda: bool(got), 20.0), read_logs(tmp_path)
         assert got[-1].phase == "synthesize" and got[-1].max_iterations == 3
     finally:
         node.destroy_node()

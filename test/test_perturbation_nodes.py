@@ -8,18 +8,10 @@ import numpy as np
 import pytest
 
 from clawgym_ros import constants as C
-from test.conftest import read_logs
+from test.conftest import read_logs, spin_until
 
 pytestmark = pytest.mark.ros
 
-
-def _spin_until(executor, predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.02)
-        if predicate():
-            return True
-    return False
 
 
 def _params(values: dict) -> list[str]:
@@ -52,7 +44,7 @@ class _Harness:
                                       self.states.append, qos)
 
     def spin_until(self, predicate, timeout: float) -> bool:
-        return _spin_until(self.executor, predicate, timeout)
+        return spin_until(self.executor, predicate, timeout, period=0.02)
 
     def wait_connected(self, pub, out_topic: str, tmp_path) -> None:
         ok = self.spin_until(lambda: self.states and pub.get_subscription_count() > 0

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from test.conftest import ROOT, read_logs
+from test.conftest import ROOT, read_logs, spin_until
 
 pytestmark = pytest.mark.ros
 
-
-def _spin_until(executor, predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.05)
-        if predicate():
-            return True
-    return False
 
 
 def test_plan_motion_service_across_processes(procs, rclpy_context, tmp_path):
@@ -45,7 +35,7 @@ def test_plan_motion_service_across_processes(procs, rclpy_context, tmp_path):
 
         def call(request):
             future = client.call_async(request)
-            assert _spin_until(executor, future.done, 30.0), read_logs(tmp_path)
+            assert spin_until(executor, future.done, 30.0), read_logs(tmp_path)
             return future.result()
 
         home = [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785]
@@ -63,7 +53,7 @@ def test_plan_motion_service_across_processes(procs, rclpy_context, tmp_path):
         ready = [0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785]
         assert list(traj.points[-1].positions) == pytest.approx(ready, abs=1e-6)
         assert len(traj.points[5].velocities) == 7 and len(traj.points[5].accelerations) == 7
-        assert _spin_until(executor, lambda: executed, 10.0), "execute did not publish"
+        assert spin_until(executor, lambda: executed, 10.0), "execute did not publish"
         assert len(executed[0].points) == len(traj.points)
 
         far = PlanMotion.Request(goal_type=PlanMotion.Request.GOAL_POSE)

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from test.conftest import ROOT, read_logs
+from test.conftest import ROOT, read_logs, spin_until
 
 pytestmark = pytest.mark.ros
 
-
-def _spin_until(executor, predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.05)
-        if predicate():
-            return True
-    return False
 
 
 def test_custom_message_service_action_across_processes(procs, rclpy_context, tmp_path):
@@ -39,7 +29,7 @@ def test_custom_message_service_action_across_processes(procs, rclpy_context, tm
     try:
         statuses = []
         node.create_subscription(LoopStatus, C.TOPIC_LOOP_STATUS, statuses.append, LATCHED_QOS)
-        assert _spin_until(executor, lambda: statuses, 30.0), read_logs(tmp_path)
+        assert spin_until(executor, lambda: statuses, 30.0), read_logs(tmp_path)
         assert statuses[0].iteration == 3 and statuses[0].phase == LoopStatus.PHASE_TRAIN
 
         client = node.create_client(SetPerturbation, C.SRV_SET_PERTURBATION)
@@ -48,7 +38,7 @@ def test_custom_message_service_action_across_processes(procs, rclpy_context, tm
             family=C.FAMILY_GPS_DROPOUT, intensity=0.5, schedule="constant", seed=11,
             parameters=[PerturbationParameter(name="min_duration_s", value=8.0)])
         future = client.call_async(request)
-        assert _spin_until(executor, future.done, 10.0)
+        assert spin_until(executor, future.done, 10.0)
         response = future.result()
         assert response.success
         assert response.state.family == C.FAMILY_GPS_DROPOUT
@@ -61,11 +51,11 @@ def test_custom_message_service_action_across_processes(procs, rclpy_context, tm
             mixture=[MixtureEntry(task="pick_place", perturbation_family="none", weight=1.0)],
             episodes=4, seed=3)
         send = action.send_goal_async(goal, feedback_callback=lambda f: feedback.append(f))
-        assert _spin_until(executor, send.done, 10.0)
+        assert spin_until(executor, send.done, 10.0)
         handle = send.result()
         assert handle.accepted
         result_future = handle.get_result_async()
-        assert _spin_until(executor, result_future.done, 20.0)
+        assert spin_until(executor, result_future.done, 20.0)
         result = result_future.result().result
         assert result.success and result.accepted == 4
         assert result.rejections[0].reason == "joint_limit"

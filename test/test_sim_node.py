@@ -14,20 +14,12 @@ import time
 import numpy as np
 import pytest
 
-from test.conftest import ROOT, read_logs
+from test.conftest import ROOT, read_logs, spin_until
 
 pytestmark = pytest.mark.ros
 
 MODULE = "clawgym_ros.nodes.sim_node"
 
-
-def _spin_until(executor, predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.02)
-        if predicate():
-            return True
-    return False
 
 
 class Client:
@@ -69,7 +61,7 @@ class Client:
         }
 
     def wait(self, predicate, timeout: float = 10.0) -> bool:
-        return _spin_until(self.executor, predicate, timeout)
+        return spin_until(self.executor, predicate, timeout, period=0.02)
 
     def call(self, name: str, request, timeout: float = 10.0):
         client = self.clients[name]

@@ -3,22 +3,12 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from test.conftest import ROOT, read_logs
+from test.conftest import ROOT, read_logs, spin_until
 
 pytestmark = pytest.mark.ros
 
-
-def _spin_until(executor, predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.05)
-        if predicate():
-            return True
-    return False
 
 
 def test_synthesize_action_across_processes(procs, rclpy_context, tmp_path):
@@ -48,7 +38,7 @@ def test_synthesize_action_across_processes(procs, rclpy_context, tmp_path):
         for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
             future = change.call_async(ChangeState.Request(
                 transition=Transition(id=transition)))
-            assert _spin_until(executor, future.done, 30.0), read_logs(tmp_path)
+            assert spin_until(executor, future.done, 30.0), read_logs(tmp_path)
             assert future.result().success, read_logs(tmp_path)
         action = ActionClient(node, Synthesize, C.ACTION_SYNTHESIZE)
         assert action.wait_for_server(timeout_sec=20.0)
@@ -59,14 +49,14 @@ def test_synthesize_action_across_processes(procs, rclpy_context, tmp_path):
                                       perturbation_family="none", weight=1.0)],
                 episodes=episodes, seed=3, workers=1, run_dir=str(run))
             sent = action.send_goal_async(goal, feedback_callback=feedback.append)
-            assert _spin_until(executor, sent.done, 10.0)
+            assert spin_until(executor, sent.done, 10.0)
             assert sent.result().accepted
             return sent.result()
 
         feedback: list = []
         handle = send(3, feedback)
         result_future = handle.get_result_async()
-        assert _spin_until(executor, result_future.done, 120.0), read_logs(tmp_path)
+        assert spin_until(executor, result_future.done, 120.0), read_logs(tmp_path)
         response = result_future.result()
         assert response.status == GoalStatus.STATUS_SUCCEEDED, response.result.message
         result = response.result
@@ -80,11 +70,11 @@ def test_synthesize_action_across_processes(procs, rclpy_context, tmp_path):
 
         feedback = []
         handle = send(500, feedback)
-        assert _spin_until(executor, lambda: feedback, 60.0), read_logs(tmp_path)
+        assert spin_until(executor, lambda: feedback, 60.0), read_logs(tmp_path)
         cancel = handle.cancel_goal_async()
-        assert _spin_until(executor, cancel.done, 10.0)
+        assert spin_until(executor, cancel.done, 10.0)
         result_future = handle.get_result_async()
-        assert _spin_until(executor, result_future.done, 30.0), read_logs(tmp_path)
+        assert spin_until(executor, result_future.done, 30.0), read_logs(tmp_path)
         response = result_future.result()
         assert response.status == GoalStatus.STATUS_CANCELED
         assert "cancelled after" in response.result.message

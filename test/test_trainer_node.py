@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from test.conftest import ROOT, read_logs
+from test.conftest import ROOT, read_logs, spin_until
 
 pytestmark = pytest.mark.ros
 pytest.importorskip("torch")
 
-
-def _spin_until(executor, predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.05)
-        if predicate():
-            return True
-    return False
 
 
 def test_train_action_across_processes(procs, rclpy_context, tmp_path):
@@ -52,7 +42,7 @@ def test_train_action_across_processes(procs, rclpy_context, tmp_path):
         for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
             future = change.call_async(ChangeState.Request(
                 transition=Transition(id=transition)))
-            assert _spin_until(executor, future.done, 60.0), read_logs(tmp_path)
+            assert spin_until(executor, future.done, 60.0), read_logs(tmp_path)
             assert future.result().success, read_logs(tmp_path)
 
         action = ActionClient(node, Train, C.ACTION_TRAIN)
@@ -64,7 +54,7 @@ def test_train_action_across_processes(procs, rclpy_context, tmp_path):
                               frozen_groups=["encoder"], hardening_share=0.25,
                               run_dir=str(store.run_dir))
             sent = action.send_goal_async(goal, feedback_callback=feedback.append)
-            assert _spin_until(executor, sent.done, 10.0)
+            assert spin_until(executor, sent.done, 10.0)
             handle = sent.result()
             assert handle.accepted
             return handle
@@ -72,7 +62,7 @@ def test_train_action_across_processes(procs, rclpy_context, tmp_path):
         feedback: list = []
         handle = send(60, feedback)
         result_future = handle.get_result_async()
-        assert _spin_until(executor, result_future.done, 60.0), read_logs(tmp_path)
+        assert spin_until(executor, result_future.done, 60.0), read_logs(tmp_path)
         response = result_future.result()
         assert response.status == GoalStatus.STATUS_SUCCEEDED, response.result.message
         result = response.result
@@ -89,11 +79,11 @@ def test_train_action_across_processes(procs, rclpy_context, tmp_path):
         # A long goal, cancelled after its first feedback: the node stops between steps.
         feedback = []
         handle = send(100_000, feedback)
-        assert _spin_until(executor, lambda: feedback, 60.0), read_logs(tmp_path)
+        assert spin_until(executor, lambda: feedback, 60.0), read_logs(tmp_path)
         cancel = handle.cancel_goal_async()
-        assert _spin_until(executor, cancel.done, 10.0)
+        assert spin_until(executor, cancel.done, 10.0)
         result_future = handle.get_result_async()
-        assert _spin_until(executor, result_future.done, 30.0), read_logs(tmp_path)
+        assert spin_until(executor, result_future.done, 30.0), read_logs(tmp_path)
         response = result_future.result()
         assert response.status == GoalStatus.STATUS_CANCELED
         assert "cancelled at step" in response.result.message

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 
 from rclpy.node import Node
 
@@ -22,6 +21,7 @@ from clawgym_ros.config import check_range
 from clawgym_ros.perturbations.dynamics import Dynamics
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.perturbation import PerturbationHost, spin
+from clawgym_ros.ros_io.request_sender import LatestRequestSender
 from clawgym_ros.ros_io.sim_services import dynamics_request
 
 RETRY_S = 0.5
@@ -44,41 +44,15 @@ class DynamicsNode(Node):
 
     def __init__(self) -> None:
         super().__init__(C.NODE_DYNAMICS)
-        self._refresh_s = declare_config(self, DynamicsNodeOptions).refresh_s
-        self._current: SetDynamics.Request | None = None
-        self._sent_at = -1e18
-        self.client = self.create_client(SetDynamics, C.SRV_SET_DYNAMICS)
-        self._pending: SetDynamics.Request | None = None
-        self._in_flight = None
+        self.sender = LatestRequestSender(self, SetDynamics, C.SRV_SET_DYNAMICS,
+                                          declare_config(self, DynamicsNodeOptions).refresh_s)
         self.host = PerturbationHost(self, Dynamics, on_configure=self._on_configure)
         self._on_configure(self.host.core)
-        self.timer = self.create_timer(RETRY_S, self._send)
+        self.timer = self.create_timer(RETRY_S, self.sender.send)
 
     def _on_configure(self, core: Dynamics) -> None:
-        self._current = self._pending = dynamics_request(
-            core.settings() if core.enabled else None)
-        self._send()
-
-    def _send(self) -> None:
-        now = time.monotonic()
-        if self._pending is None and self._current is not None and self._refresh_s > 0 and \
-                now - self._sent_at >= self._refresh_s:
-            self._pending = self._current
-        if self._pending is None or (self._in_flight is not None and not self._in_flight.done()):
-            return
-        if not self.client.service_is_ready():
-            self.get_logger().warn(f"waiting for {self.client.srv_name}",
-                                   throttle_duration_sec=5.0)
-            return
-        request, self._pending = self._pending, None
-        self._sent_at = now
-        self._in_flight = self.client.call_async(request)
-        self._in_flight.add_done_callback(self._done)
-
-    def _done(self, future) -> None:
-        result = future.result()
-        if result is not None and not result.success:
-            self.get_logger().error(f"set_dynamics failed: {result.message}")
+        self.sender.set(dynamics_request(core.settings() if core.enabled else None))
+        self.sender.send()
 
 
 def main(args: list[str] | None = None) -> int:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 
 from rclpy.node import Node
 
@@ -23,6 +22,7 @@ from clawgym_ros.config import check_range
 from clawgym_ros.perturbations.lighting import Lighting
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.perturbation import PerturbationHost, spin
+from clawgym_ros.ros_io.request_sender import LatestRequestSender
 from clawgym_ros.ros_io.sim_services import lighting_request
 
 
@@ -47,21 +47,16 @@ class LightingNode(Node):
     def __init__(self) -> None:
         super().__init__(C.NODE_LIGHTING)
         options = declare_config(self, LightingNodeOptions)
-        self.client = self.create_client(SetLighting, C.SRV_SET_LIGHTING)
-        self._pending: SetLighting.Request | None = None
-        self._in_flight = None
-        self._current: SetLighting.Request | None = None
-        self._sent_at = -1e18
+        self.sender = LatestRequestSender(self, SetLighting, C.SRV_SET_LIGHTING,
+                                          options.refresh_s)
         self._last_t: float | None = None
-        self._refresh_s = options.refresh_s
         self.host = PerturbationHost(self, Lighting, on_configure=self._on_configure)
         self.timer = self.create_timer(1.0 / options.update_hz, self._tick)
         self._on_configure(self.host.core)
 
     def _on_configure(self, core: Lighting) -> None:
         # Reconfiguring forgets the last settings, so the next tick pushes the new ones.
-        self._current = None if core.enabled else lighting_request(None)
-        self._pending = self._current
+        self.sender.set(None if core.enabled else lighting_request(None))
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -76,27 +71,9 @@ class LightingNode(Node):
         if core.enabled:
             settings = core.update(t)
             if settings is not None:
-                self._current = self._pending = lighting_request(settings)
+                self.sender.set(lighting_request(settings))
         self.host.publish()
-        now = time.monotonic()
-        if self._pending is None and self._current is not None and self._refresh_s > 0 and \
-                now - self._sent_at >= self._refresh_s:
-            self._pending = self._current
-        if self._pending is None or (self._in_flight is not None and not self._in_flight.done()):
-            return
-        if not self.client.service_is_ready():
-            self.get_logger().warn(f"waiting for {self.client.srv_name}",
-                                   throttle_duration_sec=5.0)
-            return
-        request, self._pending = self._pending, None
-        self._sent_at = now
-        self._in_flight = self.client.call_async(request)
-        self._in_flight.add_done_callback(self._done)
-
-    def _done(self, future) -> None:
-        result = future.result()
-        if result is not None and not result.success:
-            self.get_logger().error(f"set_lighting failed: {result.message}")
+        self.sender.send()
 
 
 def main(args: list[str] | None = None) -> int:
