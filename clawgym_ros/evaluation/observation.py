@@ -82,6 +82,24 @@ class ObservationAssembler:
 
     def __post_init__(self) -> None:
         self._kin: Kinematics | None = None
+        # Joint name order -> (robot joint indices, finger indices): the same every message.
+        self._selections: dict[tuple[str, ...], tuple[list[int], list[int]]] = {}
+
+    def _select(self, names: tuple[str, ...]) -> tuple[list[int], list[int]]:
+        found = self._selections.get(names)
+        if found is not None:
+            return found
+        index = {n: i for i, n in enumerate(names)}
+        wanted = _ARM_NAMES if self.is_arm else tuple(C.BASE_WHEEL_JOINTS)
+        missing = [n for n in wanted if n not in index]
+        if missing:
+            raise ConfigError("joint_states.name", missing[0], "the robot's joints " +
+                              ", ".join(wanted))
+        fingers = [index[n] for n in _FINGER_NAMES if n in index] if self.is_arm else []
+        found = ([index[n] for n in wanted], fingers)
+        if len(self._selections) < 16:
+            self._selections[names] = found
+        return found
 
     @property
     def is_arm(self) -> bool:
@@ -105,19 +123,12 @@ class ObservationAssembler:
         Raises:
             ConfigError: a robot joint missing from ``names``.
         """
-        index = {n: i for i, n in enumerate(names)}
         pos = np.asarray(position, dtype=float)
         vel = (np.zeros_like(pos) if velocity is None or len(velocity) != len(pos)
                else np.asarray(velocity, dtype=float))
-        wanted = _ARM_NAMES if self.is_arm else tuple(C.BASE_WHEEL_JOINTS)
-        missing = [n for n in wanted if n not in index]
-        if missing:
-            raise ConfigError("joint_states.name", missing[0], "the robot's joints " +
-                              ", ".join(wanted))
-        sel = [index[n] for n in wanted]
-        out = {C.OBS_JOINT_POS: pos[sel].copy(), C.OBS_JOINT_VEL: vel[sel].copy()}
+        sel, fingers = self._select(tuple(names))
+        out = {C.OBS_JOINT_POS: pos[sel], C.OBS_JOINT_VEL: vel[sel]}
         if self.is_arm:
-            fingers = [index[n] for n in _FINGER_NAMES if n in index]
             out[C.OBS_GRIPPER] = np.array([pos[fingers].sum() if fingers else 0.0])
             if self.tool_pose:
                 if self._kin is None:

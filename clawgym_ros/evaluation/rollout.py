@@ -368,6 +368,7 @@ class Runner:
         self.actions: list[dict[str, np.ndarray]] = []
         self.timing = EpisodeTiming()
         self._envs: dict[tuple[str, str], Any] = {}
+        self._assembler: ObservationAssembler | None = None
 
     def _env(self, spec: EpisodeSpec, world: str) -> tuple[Any, int]:
         import gymnasium as gym
@@ -427,7 +428,10 @@ class Runner:
         if tracker is not None:
             # The scene world scores the state the ROS evaluator rebuilds from ground-truth
             # topics (tool pose by forward kinematics), so both paths score identically.
-            assembler = ObservationAssembler(C.SCENE_TABLETOP)
+            # One assembler per runner: its FK model is compiled once, not per episode.
+            if self._assembler is None:
+                self._assembler = ObservationAssembler(C.SCENE_TABLETOP)
+            assembler = self._assembler
 
             def true_state() -> dict[str, np.ndarray]:
                 names, pos, vel, _ = backend.joint_state()

@@ -16,16 +16,18 @@ episode unfolds exactly as in-process:
    ``/clock`` and holds a dropped stream's last value, as the Gymnasium wrappers do), calls
    the policy and publishes one ``joint_trajectory`` (header stamp = the observation's; the
    gripper rides along as finger joints, so one message is the whole action);
-3. meanwhile the evaluator has already sent ``sim/step`` with ``wait_command`` and
-   ``command_stamp`` = that time: sim_node holds the step until the trajectory of exactly
-   that stamp has arrived and been applied, steps, publishes, and answers with the ground
-   truth after the step (``return_state``), which the evaluator scores with
-   :class:`~clawgym_ros.evaluation.rollout.EpisodeScorer`; repeat until success or the step
-   limit. At the end the evaluator waits (``no_step``) for the command on the last
-   observation, so no command of an old episode reaches the next one.
+3. meanwhile the evaluator has already sent ``sim/step`` with ``wait_command``,
+   ``command_stamp`` = that time and ``steps`` = a run of several control steps: before each
+   step of the run sim_node waits until the trajectory stamped with exactly the time that step
+   starts at has arrived and been applied, then steps and publishes. The evaluator scores the
+   ground truth of every step (``joint_states_raw`` / ``object_poses_raw``, reliable) with
+   :class:`~clawgym_ros.evaluation.rollout.EpisodeScorer` as it arrives, and asks for the next
+   run when one ends, until success or the step limit; states after the end (the rest of the
+   last run) are dropped. At the end the evaluator waits (``no_step``) for the command on the
+   last observation, so no command of an old episode reaches the next one.
 
 Per control step the critical path is two topic hops (sensors to policy_node, its command to
-sim_node); the evaluator's round trip runs in parallel. A command can no longer miss its step
+sim_node); the evaluator is off it (one request per run). A command can never miss its step
 (formerly, in about one run of four, a command reached sim_node after the next step request
 and was applied one step late).
 

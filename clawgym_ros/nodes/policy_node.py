@@ -214,8 +214,8 @@ class PolicyNode(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    """Console script ``policy_node``."""
-    return spin(PolicyNode, args)
+    """Console script ``policy_node`` (lockstep spins on the lean executor)."""
+    return spin(PolicyNode, args, lean=lambda node: node.config.mode == POLICY_LOCKSTEP)
 
 
 if __name__ == "__main__":

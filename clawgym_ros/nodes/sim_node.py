@@ -12,12 +12,13 @@ sensors at their configured rates) and ``lockstep`` (only ``sim/step`` advances 
 All stamps are simulation time.
 
 Exact lockstep (the evaluator's protocol, :mod:`clawgym_ros.evaluation.ros_mode`): a
-``sim/step`` request with ``wait_command`` first waits (without blocking the executor: the
-callback is a coroutine) until the ``joint_trajectory`` whose header stamp is
-``command_stamp`` has arrived and been applied, so a command can never miss the step it was
-computed for; ``return_state`` puts the ground truth after the step (the same
-``joint_states_raw`` / ``object_poses_raw`` messages just published) into the response, so the
-driver needs no subscriptions; ``no_step`` only waits (an episode's last command).
+``sim/step`` request with ``wait_command`` runs ``steps`` control steps, each one first
+waiting (without blocking the executor: the callback is a coroutine) until the
+``joint_trajectory`` stamped with the time the step starts at (``command_stamp`` for the
+first) has arrived and been applied, so a command can never miss the step it was computed
+for; every step publishes its sensors. ``return_state`` puts the ground truth after the run
+(the same ``joint_states_raw`` / ``object_poses_raw`` messages just published) into the
+response; ``no_step`` only waits (an episode's last command).
 Names and types are those of :data:`clawgym_ros.sim.topics.SIM_TOPICS` (the table
 ros_gz_bridge also follows; a test checks).
 
@@ -54,6 +55,7 @@ from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError
 from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import time_msg, time_seconds
+from clawgym_ros.ros_io.lean_executor import executor_for
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.qos import CLOCK_QOS, COMMAND_QOS, LOCKSTEP_SENSOR_QOS, SENSOR_QOS
 from clawgym_ros.ros_io.sim_services import dynamics_settings, lighting_settings
@@ -333,16 +335,34 @@ class SimNode(Node):
             if refused:
                 response.success, response.message = False, refused
                 return response
+            timeout = request.wait_timeout or WAIT_COMMAND_TIMEOUT_S
+            # A run of ``steps`` control steps, each waiting for the command stamped with the
+            # time it starts at (the policy acts on every published observation): the
+            # evaluator asks once per run and reads the states from the raw topics.
+            steps = 0 if request.no_step else max(int(request.steps), 1)
             want = _nanos(request.command_stamp)
-            if self._command_ns != want:
-                timeout = request.wait_timeout or WAIT_COMMAND_TIMEOUT_S
-                future = Future()
-                self._waiter = (want, future, time.monotonic() + timeout)
-                if not await future:
-                    response.success = False
-                    response.message = (f"no joint_trajectory stamped "
-                                        f"{want * 1e-9:.3f} within {timeout:g} s")
-                    return response
+            for done in range(max(steps, 1)):
+                if done:
+                    want = _nanos(time_msg(self.session.time))
+                if self._command_ns != want:
+                    future = Future()
+                    self._waiter = (want, future, time.monotonic() + timeout)
+                    if not await future:
+                        response.success = False
+                        response.message = (f"no joint_trajectory stamped "
+                                            f"{want * 1e-9:.3f} within {timeout:g} s")
+                        return response
+                if not steps:
+                    break
+                if self.session is None or not self._active:
+                    break
+                self.session.step(1)
+                self._publish(self.session.due(-1, self.session.steps, every_sensor=True))
+
+            def fill(session: SimSession) -> None:
+                if request.return_state:
+                    self._fill_state(response)
+            return self._serve(response, "step", fill)
 
         def apply(session: SimSession) -> None:
             if not request.no_step:
@@ -404,8 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rclpy.init(args=argv)
     args = _parse(rclpy.utilities.remove_ros_args(argv)[1:])
     node = SimNode()
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
+    executor = None
     code = 0
     try:
         if args.autostart:
@@ -413,6 +432,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise SystemExit(1)
             if node.trigger_activate() != TransitionCallbackReturn.SUCCESS:
                 raise SystemExit(1)
+        # Lockstep creates no QoS event handlers, so the lean executor can run it (the hot
+        # loop of the evaluation); free running and lifecycle-managed nodes keep rclpy's.
+        lean = node.config is not None and node.config.clock_mode == CLOCK_LOCKSTEP
+        if lean:
+            executor = executor_for(node)
+        else:
+            executor = SingleThreadedExecutor()
+            executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
@@ -424,7 +451,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = int(stop.code or 0)
     finally:
         node.release()
-        executor.shutdown()
+        if executor is not None:
+            executor.shutdown()
         node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()

@@ -44,9 +44,9 @@ def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_s
         LockstepError: the graph did not come up or stopped answering.
     """
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
 
     from clawgym_ros.ros_io.eval_lockstep import LockstepEvaluator, wait_ready
+    from clawgym_ros.ros_io.lean_executor import executor_for
 
     domain = domain_id if domain_id is not None else domain_id_for()
     env = isolated_ros_env(domain)
@@ -60,8 +60,7 @@ def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_s
         # A private helper: no parameter services or rosout (fewer entities to poll per step).
         node = rclpy.create_node(f"{C.NODE_EVALUATOR}_cli", context=context,
                                  start_parameter_services=False, enable_rosout=False)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
+        executor = executor_for(node, context=context)
         evaluator = LockstepEvaluator(node, needed_families(specs), timeout, max_steps,
                                       executor=executor)
         try:
@@ -99,9 +98,9 @@ def measure_lockstep(specs: Sequence[EpisodeSpec], policy: str, max_steps: int,
     import time
 
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
 
     from clawgym_ros.ros_io.eval_lockstep import LockstepEvaluator, wait_ready
+    from clawgym_ros.ros_io.lean_executor import executor_for
 
     domain = domain_id_for()
     env = isolated_ros_env(domain)
@@ -114,8 +113,7 @@ def measure_lockstep(specs: Sequence[EpisodeSpec], policy: str, max_steps: int,
         rclpy.init(context=context, domain_id=domain)
         node = rclpy.create_node(f"{C.NODE_EVALUATOR}_bench", context=context,
                                  start_parameter_services=False, enable_rosout=False)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
+        executor = executor_for(node, context=context)
         evaluator = LockstepEvaluator(node, (), timeout, max_steps, executor=executor)
         try:
             wait_ready(evaluator)

@@ -1,13 +1,15 @@
 """The evaluator's ROS lockstep driver: runs episode specs through sim_node + policy_node.
 
 :class:`LockstepEvaluator` owns service clients (``sim/reset``, ``sim/step``,
-``policy_node/reset``, ``<interposer>/set_perturbation``) on a node. Either an executor is
+``policy_node/reset``, ``<interposer>/set_perturbation``) and two reliable subscriptions (the
+ground truth ``joint_states_raw`` and ``object_poses_raw``) on a node. Either an executor is
 given and the driver spins it itself in the calling thread (the CLI: no second thread, no GIL
 ping-pong), or the node's executor runs in *another* thread (``evaluator_node``) and
 :meth:`run` waits on the futures. The protocol is described in
-:mod:`clawgym_ros.evaluation.ros_mode`: each ``sim/step`` waits, inside sim_node, for the
-policy's command stamped with the current time and returns the ground truth after the step,
-so the driver subscribes to nothing. Scoring uses the same
+:mod:`clawgym_ros.evaluation.ros_mode`: one ``sim/step`` runs :data:`RUN_STEPS` control
+steps, each waiting, inside sim_node, for the policy's command stamped with the time it starts
+at, while the driver scores the published ground truth of every step as it arrives (so the
+evaluator is off the per-step critical path). Scoring uses the same
 :class:`~clawgym_ros.evaluation.rollout.EpisodeScorer` and
 :class:`~clawgym_ros.evaluation.scripted.LiftTracker` as the in-process ``scene`` world, on the
 true state rebuilt from that ground truth (tool pose by forward kinematics).
@@ -15,13 +17,18 @@ true state rebuilt from that ground truth (tool pose by forward kinematics).
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from geometry_msgs.msg import PoseArray
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from clawgym_interfaces.srv import ResetSim, SetPerturbation, StepSim
@@ -43,6 +50,17 @@ from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import time_seconds
 
 CONTROL_DT = 0.02
+#: Control steps per ``sim/step`` request: the evaluator's round trip is paid once per run;
+#: an episode that ends inside a run lets sim_node finish it (at most RUN_STEPS - 1 unscored
+#: steps, whose states are discarded).
+RUN_STEPS = 10
+#: Ground-truth samples the driver may hold untaken (> RUN_STEPS + the t = 0 samples).
+TRUTH_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=64,
+                       reliability=ReliabilityPolicy.RELIABLE)
+
+
+def _nanos(stamp) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
 class LockstepError(ClawgymError):
@@ -72,6 +90,7 @@ class LockstepEvaluator:
         self.scene = scene
         self.executor = executor
         self.steps_done = 0
+        self._dt_ns = int(round(CONTROL_DT * 1e9))
         self.assembler = ObservationAssembler(scene)
         self.reset_client = node.create_client(ResetSim, C.SRV_RESET)
         self.step_client = node.create_client(StepSim, C.SRV_STEP)
@@ -79,6 +98,16 @@ class LockstepEvaluator:
         self.perturbation_clients = {
             f: node.create_client(SetPerturbation, f"{INTERPOSERS[f]}/{C.SRV_SET_PERTURBATION}")
             for f in families}
+        # Ground truth per stream, in arrival order (one writer each: in stamp order).
+        self._truth: dict[str, collections.deque] = {"joints": collections.deque(),
+                                                     "objects": collections.deque()}
+        self._arrived = threading.Condition()
+        self._subs = [
+            node.create_subscription(
+                msg_type, topic, lambda msg, key=key: self._on_truth(key, msg), TRUTH_QOS,
+                event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
+            for key, msg_type, topic in (("joints", JointState, C.TOPIC_JOINT_STATES_RAW),
+                                         ("objects", PoseArray, C.TOPIC_OBJECT_POSES_RAW))]
 
     def close(self) -> None:
         """Destroy the clients."""
@@ -86,6 +115,14 @@ class LockstepEvaluator:
                        *self.perturbation_clients.values()):
             self.node.destroy_client(client)
         self.perturbation_clients = {}
+        for sub in self._subs:
+            self.node.destroy_subscription(sub)
+        self._subs = []
+
+    def _on_truth(self, key: str, msg: Any) -> None:
+        with self._arrived:
+            self._truth[key].append(msg)
+            self._arrived.notify()
 
     # ------------------------------------------------------------------ waiting
     def _call(self, client, request, what: str):
@@ -109,15 +146,87 @@ class LockstepEvaluator:
             raise LockstepError(f"ros evaluation: {what} failed: {response.message}")
         return response
 
-    def _step(self, stamp, steps: int = 1) -> tuple[float, Any, dict[str, np.ndarray]]:
-        """Step once the policy's command stamped ``stamp`` reached sim_node (``steps`` = 0:
-        only wait for it); returns (time, stamp message, true state) after the step."""
+    def _wait_for(self, ready: Callable[[], bool], what: str, future: Any = None) -> None:
+        """Spin (or, spun elsewhere, sleep) until ``ready()``; a failed ``future`` (a run
+        sim_node gave up) raises at once."""
+        deadline = time.monotonic() + self.timeout
+        while not ready():
+            if future is not None and future.done():
+                response = future.result()
+                if not response.success:
+                    raise LockstepError(f"ros evaluation: {what} failed: {response.message}")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LockstepError(f"ros evaluation: {what} timed out after "
+                                    f"{self.timeout:g} s")
+            if self.executor is not None:
+                self.executor.spin_once(timeout_sec=min(left, 0.1))
+            else:
+                with self._arrived:
+                    if not ready():
+                        self._arrived.wait(min(left, 0.1))
+
+    def _next_truth(self, after_ns: int) -> tuple[Any, dict[str, np.ndarray]]:
+        """The true state of the control step after ``after_ns`` from the raw topics (stamp
+        message, state); older samples (the t = 0 ones of a reset or of activation, the
+        unscored end of the last run) are dropped.
+
+        Raises:
+            LockstepError: a sample is missing (a later one arrived first) or none came.
+        """
+        def ready() -> bool:
+            with self._arrived:
+                for queue in self._truth.values():
+                    while queue and _nanos(queue[0].header.stamp) <= after_ns:
+                        queue.popleft()
+                return all(self._truth.values())
+
+        self._wait_for(ready, f"ground truth after t={after_ns * 1e-9:.3f}")
+        with self._arrived:
+            js, objects = self._truth["joints"].popleft(), self._truth["objects"].popleft()
+        stamp_ns = _nanos(js.header.stamp)
+        if (stamp_ns != _nanos(objects.header.stamp)
+                or abs(stamp_ns - after_ns - self._dt_ns) > 1000):
+            raise LockstepError(f"ros evaluation: ground truth after t={after_ns * 1e-9:.3f} "
+                                "was lost (a later sample came first)")
+        state = self.assembler.joints(js.name, js.position, js.velocity)
+        state[C.OBS_OBJECT_POSES] = sensors.pose_array_values(objects)
+        return js.header.stamp, state
+
+    def _drain(self, end_ns: int, seen_ns: int) -> None:
+        """Drop the unscored samples of the last run up to its end ``end_ns`` (``seen_ns``:
+        the newest taken), so none is mistaken for one of the next episode's."""
+        pending = set(self._truth) if seen_ns < end_ns else set()
+
+        def ready() -> bool:
+            with self._arrived:
+                for key in list(pending):
+                    queue = self._truth[key]
+                    while queue and _nanos(queue[0].header.stamp) <= end_ns:
+                        if _nanos(queue.popleft().header.stamp) == end_ns:
+                            pending.discard(key)
+            return not pending
+
+        self._wait_for(ready, f"ground truth up to t={end_ns * 1e-9:.3f}")
+
+    def _run(self, stamp, steps: int) -> Any:
+        """Ask sim_node for ``steps`` control steps from ``stamp``, each waiting for the
+        policy's command (``steps`` = 0: only wait for the command on ``stamp``); returns
+        the future of the answer."""
         request = StepSim.Request(steps=max(steps, 1), no_step=steps == 0, wait_command=True,
-                                  command_stamp=stamp, wait_timeout=float(self.timeout),
-                                  return_state=True)
-        response = self._call(self.step_client, request, f"sim/step at t="
-                              f"{time_seconds(stamp):.3f} (waits for the policy's command)")
-        return time_seconds(response.stamp), response.stamp, self._state(response)
+                                  command_stamp=stamp, wait_timeout=float(self.timeout))
+        if not self.step_client.service_is_ready() and not self.step_client.wait_for_service(
+                timeout_sec=self.timeout):
+            raise LockstepError(f"ros evaluation: service {self.step_client.srv_name} is not "
+                                "available")
+        return self.step_client.call_async(request)
+
+    def _finish(self, future: Any, what: str) -> Any:
+        self._wait_for(future.done, what, future)
+        response = future.result()
+        if not response.success:
+            raise LockstepError(f"ros evaluation: {what} failed: {response.message}")
+        return response
 
     def _state(self, response: StepSim.Response) -> dict[str, np.ndarray]:
         js = response.joint_state
@@ -164,19 +273,33 @@ class LockstepEvaluator:
         t, stamp, state = time_seconds(reset.stamp), reset.stamp, self._state(start)
         scorer.observe(t, state)
         tracker.update(t, state)
-        success = False
-        for _ in range(self.max_steps):
-            t, stamp, state = self._step(stamp)
-            self.steps_done += 1
-            if not scorer.observe(t, state):
-                break
-            tracker.update(t, state)
-            success = tracker.success(state)[0]
-            if success:
-                break
+        success = ended = False
+        steps = 0
+        now_ns = _nanos(stamp)
+        while not ended and steps < self.max_steps:
+            run = min(RUN_STEPS, self.max_steps - steps)
+            what = f"sim/step x{run} from t={t:.3f} (waits for the policy's commands)"
+            future = self._run(stamp, run)
+            for _ in range(run):
+                # The states of this run, in order; after the end the run is only finished.
+                truth_stamp, state = self._next_truth(now_ns)
+                now_ns = _nanos(truth_stamp)
+                t = time_seconds(truth_stamp)
+                steps += 1
+                self.steps_done += 1
+                if not scorer.observe(t, state):
+                    ended = True
+                    break
+                tracker.update(t, state)
+                success = tracker.success(state)[0]
+                if success:
+                    ended = True
+                    break
+            stamp = self._finish(future, what).stamp
         # The policy acts on the last observation too: wait until that command reached
         # sim_node, so no command of this episode can arrive after the next reset.
-        self._step(stamp, steps=0)
+        self._finish(self._run(stamp, 0), f"last command at t={time_seconds(stamp):.3f}")
+        self._drain(_nanos(stamp), now_ns)
         return scorer.result(tracker.stages, tracker.reached_names, success,
                              perturbation_values(cores))
 

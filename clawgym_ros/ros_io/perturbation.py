@@ -122,8 +122,15 @@ class PerturbationHost:
         return response
 
 
-def spin(node_factory: Callable[[], Node], args: list[str] | None = None) -> int:
+def spin(node_factory: Callable[[], Node], args: list[str] | None = None,
+         lean: Callable[[Node], bool] | None = None) -> int:
     """Init rclpy, spin one node on a SingleThreadedExecutor until shutdown, clean up.
+
+    Args:
+        node_factory: builds the node (after ``rclpy.init``).
+        args: command line (default ``sys.argv``).
+        lean: ``lean(node)`` true = spin on the
+            :class:`~clawgym_ros.ros_io.lean_executor.LeanExecutor` instead (hot loops).
 
     Returns:
         The process exit code (0).
@@ -136,8 +143,13 @@ def spin(node_factory: Callable[[], Node], args: list[str] | None = None) -> int
     rclpy.init(args=args if args is not None else sys.argv)
     try:
         node = node_factory()
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
+        if lean is not None and lean(node):
+            from clawgym_ros.ros_io.lean_executor import executor_for
+
+            executor = executor_for(node)
+        else:
+            executor = SingleThreadedExecutor()
+            executor.add_node(node)
         try:
             executor.spin()
         finally:
