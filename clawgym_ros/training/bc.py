@@ -31,7 +31,7 @@ from clawgym_ros.artifacts import Artifact, ArtifactStore
 from clawgym_ros.dataset.table import TrainingTable
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.training import checkpoint as ckpt
-from clawgym_ros.training.config import TrainConfig, validate_group_weights
+from clawgym_ros.training.config import LR_CONSTANT, TrainConfig, validate_group_weights
 from clawgym_ros.training.data import Batch, TableSampler
 from clawgym_ros.training.hardening import hardening_layout, perturb_observations
 from clawgym_ros.training.policies import (
@@ -153,14 +153,26 @@ def deterministic(num_threads: int) -> Iterator[None]:
         torch.use_deterministic_algorithms(previous)
 
 
+def lr_at(cfg: TrainConfig, step: int) -> float:
+    """Learning rate of optimizer step ``step`` (1-based): constant, or a cosine from ``lr``
+    at step 1 towards 0 after ``cfg.steps`` (a function of the step only, so a resumed run
+    follows the same schedule)."""
+    if cfg.lr_schedule == LR_CONSTANT:
+        return cfg.lr
+    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * (step - 1) / max(cfg.steps, 1)))
+
+
 def work_key(cfg: TrainConfig, dataset_ids: Sequence[str], table: TrainingTable,
              init_checkpoint: str | None) -> str:
     """Name of a run's work folder: a hash of everything that determines its weights."""
-    config = {k: v for k, v in cfg.to_json().items() if k not in _KEY_EXCLUDED}
+    # A cosine schedule depends on the run's length: then a longer run is a different run.
+    excluded = _KEY_EXCLUDED if cfg.lr_schedule == LR_CONSTANT else \
+        tuple(k for k in _KEY_EXCLUDED if k != "steps")
+    config = {k: v for k, v in cfg.to_json().items() if k not in excluded}
     data = {"config": config, "datasets": list(dataset_ids), "init": init_checkpoint,
             "rows": len(table), "obs_spec": ckpt.spec_pairs(table.obs_spec),
             "action_spec": ckpt.spec_pairs(table.action_spec),
-            "groups": list(table.group_names)}
+            "groups": list(table.group_names), "format": ckpt.CHECKPOINT_FORMAT}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -501,6 +513,8 @@ def train(
                     cancelled = True
                     break
                 step = loop.step + 1
+                for param_group in optim.param_groups:
+                    param_group["lr"] = lr_at(cfg, step)
                 batch = sampler.sample(cfg.batch_size, sample_gen)
                 if n_hard:
                     batch.obs = harden(policy, batch.obs, n_hard, layout, cfg, noise_gen)
