@@ -66,7 +66,8 @@ def wilson(successes: int, n: int, confidence: float = 0.95) -> Estimate:
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), n)
+    # The interval contains p exactly (rounding can leave centre + half a hair below 1).
+    return Estimate(p, max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)), n)
 
 
 def katz_ratio(

@@ -81,14 +81,14 @@ def plot_degradation(robustness: dict[str, Any]) -> str | None:
         if nominal["value"] is not None:
             xs.append(0.0)
             ys.append(nominal["value"])
-            lo.append(nominal["value"] - nominal["ci"][0])
-            hi.append(nominal["ci"][1] - nominal["value"])
+            lo.append(max(0.0, nominal["value"] - nominal["ci"][0]))
+            hi.append(max(0.0, nominal["ci"][1] - nominal["value"]))
         for x in info["intensities"]:
             est = cells[(family, x)]["success"]
             xs.append(x)
             ys.append(est["value"])
-            lo.append(est["value"] - est["ci"][0])
-            hi.append(est["ci"][1] - est["value"])
+            lo.append(max(0.0, est["value"] - est["ci"][0]))
+            hi.append(max(0.0, est["ci"][1] - est["value"]))
         color = COLORS[k % len(COLORS)]
         ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=4, capsize=3, color=color,
                     label=family_text(family))
