@@ -21,9 +21,10 @@ from clawgym_ros import constants as C
 from clawgym_ros.config import check_range
 from clawgym_ros.perturbations.lighting import Lighting
 from clawgym_ros.ros_io.params import declare_config
-from clawgym_ros.ros_io.perturbation import PerturbationHost, spin
+from clawgym_ros.ros_io.perturbation import PerturbationHost
 from clawgym_ros.ros_io.request_sender import LatestRequestSender
 from clawgym_ros.ros_io.sim_services import lighting_request
+from clawgym_ros.ros_io.spin import spin
 
 
 @dataclasses.dataclass(frozen=True)

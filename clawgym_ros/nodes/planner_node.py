@@ -29,6 +29,7 @@ from clawgym_ros.planning.types import REASON_INVALID_REQUEST, PlanResult
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.planning import fill_response, plan_request_from_msg
 from clawgym_ros.ros_io.qos import COMMAND_QOS, SENSOR_QOS
+from clawgym_ros.ros_io.spin import spin
 
 OBSTACLE_SETS = ("none", "wall")
 
@@ -130,30 +131,15 @@ class PlannerNode(LifecycleNode):
         return response
 
 
+def _autostart(node: PlannerNode) -> None:
+    if node.config.autostart:
+        node.trigger_configure()
+        node.trigger_activate()
+
+
 def main(args: list[str] | None = None) -> int:
     """Console script ``planner_node``."""
-    import rclpy
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-
-    rclpy.init(args=args if args is not None else sys.argv)
-    try:
-        node = PlannerNode()
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        if node.config.autostart:
-            node.trigger_configure()
-            node.trigger_activate()
-        try:
-            executor.spin()
-        finally:
-            executor.shutdown()
-            node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+    return spin(PlannerNode, args, start=_autostart)
 
 
 if __name__ == "__main__":

@@ -50,13 +50,13 @@ from clawgym_ros.evaluation.ros_mode import (
 from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import time_msg, time_seconds
 from clawgym_ros.ros_io.params import declare_config
-from clawgym_ros.ros_io.perturbation import spin
 from clawgym_ros.ros_io.qos import (
     CLOCK_QOS,
     COMMAND_QOS,
     LOCKSTEP_SENSOR_QOS,
     SENSOR_QOS,
 )
+from clawgym_ros.ros_io.spin import spin
 
 
 def _duration(seconds: float) -> Duration:

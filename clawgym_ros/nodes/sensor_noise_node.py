@@ -31,8 +31,9 @@ from clawgym_ros.perturbations.sensor_noise import (
 from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import time_seconds
 from clawgym_ros.ros_io.params import declare_config
-from clawgym_ros.ros_io.perturbation import PerturbationHost, spin
+from clawgym_ros.ros_io.perturbation import PerturbationHost
 from clawgym_ros.ros_io.qos import SENSOR_QOS
+from clawgym_ros.ros_io.spin import spin
 
 
 @dataclasses.dataclass(frozen=True)

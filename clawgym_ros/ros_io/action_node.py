@@ -108,35 +108,18 @@ class ActionLifecycleNode(LifecycleNode):
         raise NotImplementedError
 
 
+def _autostart(node: ActionLifecycleNode) -> None:
+    if node.read_options().autostart:
+        node.trigger_configure()
+        node.trigger_activate()
+
+
 def spin_action_node(node_cls: type[ActionLifecycleNode], args: list[str] | None = None) -> int:
     """Console-script body: run one action node (configure + activate it when ``autostart``).
 
     Returns:
         The exit code: 0, or 2 when the parameters are invalid (the error names the field).
     """
-    import sys
+    from clawgym_ros.ros_io.spin import spin
 
-    import rclpy
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-
-    rclpy.init(args=args)
-    node = node_cls()
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        options = node.read_options()
-        if options.autostart:
-            node.trigger_configure()
-            node.trigger_activate()
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except ClawgymError as err:
-        print(f"{node.get_name()}: error: {err}", file=sys.stderr)
-        return 2
-    finally:
-        executor.shutdown()
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+    return spin(node_cls, args, start=_autostart)

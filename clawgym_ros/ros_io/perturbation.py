@@ -28,6 +28,7 @@ from clawgym_ros.errors import ConfigError
 from clawgym_ros.perturbations.base import Perturbation
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.qos import LATCHED_QOS
+from clawgym_ros.ros_io.spin import spin  # noqa: F401 (the nodes' console-script body)
 
 
 def state_msg(perturbation: Perturbation, stamp=None) -> PerturbationState:
@@ -120,44 +121,3 @@ class PerturbationHost:
         response.state = state_msg(self.core, self.node.get_clock().now().to_msg())
         self.publish(force=True)
         return response
-
-
-def spin(node_factory: Callable[[], Node], args: list[str] | None = None,
-         lean: Callable[[Node], bool] | None = None) -> int:
-    """Init rclpy, spin one node on a SingleThreadedExecutor until shutdown, clean up.
-
-    Args:
-        node_factory: builds the node (after ``rclpy.init``).
-        args: command line (default ``sys.argv``).
-        lean: ``lean(node)`` true = spin on the
-            :class:`~clawgym_ros.ros_io.lean_executor.LeanExecutor` instead (hot loops).
-
-    Returns:
-        The process exit code (0).
-    """
-    import sys
-
-    import rclpy
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-
-    rclpy.init(args=args if args is not None else sys.argv)
-    try:
-        node = node_factory()
-        if lean is not None and lean(node):
-            from clawgym_ros.ros_io.lean_executor import executor_for
-
-            executor = executor_for(node)
-        else:
-            executor = SingleThreadedExecutor()
-            executor.add_node(node)
-        try:
-            executor.spin()
-        finally:
-            executor.shutdown()
-            node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
