@@ -68,7 +68,12 @@ def test_katz_ratio_matches_the_formula_and_survives_zero_counts():
     assert est.low == pytest.approx(0.5 * math.exp(-1.959964 * se), rel=1e-6)
     assert est.high == pytest.approx(0.5 * math.exp(1.959964 * se), rel=1e-6)
     zero = katz_ratio(0, 30, 27, 30)
-    assert zero.value == 0.0 and 0 < zero.low < zero.high < 0.5
+    # No held-out success: the interval starts at the estimate 0 (the continuity-corrected
+    # Katz bounds alone would exclude it).
+    assert zero.value == 0.0 and zero.low == 0.0 < zero.high < 0.5
+    for x1, n1, x0, n0 in ((0, 6, 2, 6), (6, 6, 1, 6), (3, 4, 4, 4), (1, 50, 50, 50)):
+        est = katz_ratio(x1, n1, x0, n0)
+        assert est.low <= est.value <= est.high
     assert katz_ratio(5, 10, 0, 10).value is None
 
 

@@ -91,7 +91,10 @@ def katz_ratio(
     se = math.sqrt(1 / a - 1 / m1 + 1 / b - 1 / m0)
     centre = math.log((a / m1) / (b / m0))
     z = z_value(confidence)
-    return Estimate(ratio, math.exp(centre - z * se), math.exp(centre + z * se), n)
+    # The continuity correction moves the interval off an estimate of 0 (x1 = 0): the lower
+    # bound is then 0, and the interval always contains the estimate.
+    low = 0.0 if x1 == 0 else min(ratio, math.exp(centre - z * se))
+    return Estimate(ratio, low, max(ratio, math.exp(centre + z * se)), n)
 
 
 def bootstrap_mean(
