@@ -42,7 +42,8 @@ BAR = 0.8
 @pytest.mark.skipif(
     os.environ.get("CLAWGYM_ACCEPTANCE") != "1",
     reason="opt-in (CLAWGYM_ACCEPTANCE=1): ~25 min on 2 cores (synthesis ~5 min, 40,000 "
-           "training steps ~15 min, 60 rollouts ~1 min); see docs/notes/training.md")
+           "training steps ~15 min, 60 rollouts ~1 min); last measured 0.62 < 0.8, see "
+           "docs/notes/training.md")
 def test_trained_policy_succeeds_on_held_out_nominal_pick_place(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["synth", "--task", C.TASK_PICK_PLACE, "--episodes", str(EPISODES), "--seed",
