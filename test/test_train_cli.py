@@ -80,6 +80,9 @@ def test_bad_freeze_and_unknown_dataset_are_one_line(run_dir, capsys, tmp_path):
     assert code == 2 and "unknown artifact id" in err and len(err.strip().splitlines()) == 1
     code, _, err = _train(capsys, run_dir, "--weights", str(tmp_path / "missing.yaml"))
     assert code == 2 and "missing.yaml" in err and "an existing YAML file" in err
+    code, _, err = _train(capsys, run_dir, "--lr-schedule", "linear")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "lr_schedule='linear'" in err and "'cosine'" in err and "'constant'" in err
 
 
 def test_train_on_a_synthesized_mcap_dataset_end_to_end(capsys, tmp_path):

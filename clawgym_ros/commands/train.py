@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy", default=None, help="policy type: mlp (default) or cnn")
     parser.add_argument("--batch-size", type=int, default=None, help="samples per step")
     parser.add_argument("--lr", type=float, default=None, help="learning rate")
+    parser.add_argument("--lr-schedule", default=None,
+                        help="learning-rate schedule: cosine (default) or constant")
     parser.add_argument("--chunk", type=int, default=None, help="actions predicted per step")
     parser.add_argument("--hardening-share", type=float, default=None,
                         help="share of each batch with perturbed observations, [0, 1]")
@@ -43,7 +45,8 @@ def build_config(args: argparse.Namespace):
     values = {"steps": args.steps, "seed": args.seed, "frozen_groups": tuple(args.freeze)}
     if args.weights:
         values["group_weights"] = load_group_weights(args.weights)
-    for name in ("policy", "batch_size", "lr", "chunk", "hardening_share", "patience"):
+    for name in ("policy", "batch_size", "lr", "lr_schedule", "chunk", "hardening_share",
+                 "patience"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     return TrainConfig(**values)
