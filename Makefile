@@ -42,7 +42,7 @@ $(STAMP_APT):
 	@touch $@
 
 $(STAMP_DEPS): $(STAMP_APT) requirements.txt requirements-ros.txt
-	$(PY) -m pip install -q --disable-pip-version-check $(ROS_REQS) -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-compile $(ROS_REQS) -r requirements.txt
 	@touch $@
 
 $(STAMP_IFACE): $(STAMP_DEPS) $(IFACE_SRC)
