@@ -11,9 +11,10 @@ on error and on Ctrl-C.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,29 +44,42 @@ def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_s
     Raises:
         LockstepError: the graph did not come up or stopped answering.
     """
+    from clawgym_ros.ros_io.eval_lockstep import wait_ready
+
+    with _lockstep_graph(specs, policy, str(Path(run_dir).resolve()) if run_dir else "",
+                         log_dir, "cli", needed_families(specs), timeout, max_steps,
+                         domain_id) as (_group, evaluator):
+        wait_ready(evaluator, timeout=max(30.0, timeout))
+        return evaluator.run(specs, progress, cancel)
+
+
+@contextlib.contextmanager
+def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log_dir: Any,
+                    suffix: str, families: Sequence[str], timeout: float, max_steps: int,
+                    domain_id: int | None = None) -> Iterator[tuple[ProcessGroup, Any]]:
+    """Start the lockstep graph in an isolated domain and a private helper node driving it;
+    yields (process group, LockstepEvaluator); everything is stopped on exit."""
     import rclpy
 
-    from clawgym_ros.ros_io.eval_lockstep import LockstepEvaluator, wait_ready
+    from clawgym_ros.ros_io.eval_lockstep import LockstepEvaluator
     from clawgym_ros.ros_io.lean_executor import executor_for
 
     domain = domain_id if domain_id is not None else domain_id_for()
     env = isolated_ros_env(domain)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
     with ProcessGroup(env=env, log_dir=log_dir) as group:
-        for proc in graph_processes(specs, policy, str(Path(run_dir).resolve()) if run_dir
-                                   else ""):
+        for proc in graph_processes(specs, policy, run_dir):
             group.start_module(proc.name, proc.module, proc.args)
         context = rclpy.Context()
         rclpy.init(context=context, domain_id=domain)
         # A private helper: no parameter services or rosout (fewer entities to poll per step).
-        node = rclpy.create_node(f"{C.NODE_EVALUATOR}_cli", context=context,
+        node = rclpy.create_node(f"{C.NODE_EVALUATOR}_{suffix}", context=context,
                                  start_parameter_services=False, enable_rosout=False)
         executor = executor_for(node, context=context)
-        evaluator = LockstepEvaluator(node, needed_families(specs), timeout, max_steps,
+        evaluator = LockstepEvaluator(node, tuple(families), timeout, max_steps,
                                       executor=executor)
         try:
-            wait_ready(evaluator, timeout=max(30.0, timeout))
-            return evaluator.run(specs, progress, cancel)
+            yield group, evaluator
         finally:
             evaluator.close()
             executor.shutdown(timeout_sec=1.0)
@@ -97,42 +111,22 @@ def measure_lockstep(specs: Sequence[EpisodeSpec], policy: str, max_steps: int,
     import tempfile
     import time
 
-    import rclpy
+    from clawgym_ros.ros_io.eval_lockstep import wait_ready
 
-    from clawgym_ros.ros_io.eval_lockstep import LockstepEvaluator, wait_ready
-    from clawgym_ros.ros_io.lean_executor import executor_for
-
-    domain = domain_id_for()
-    env = isolated_ros_env(domain)
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
     logs = tempfile.mkdtemp(prefix="clawgym_bench_eval_")
-    with ProcessGroup(env=env, log_dir=logs) as group:
-        for proc in graph_processes(specs, policy, ""):
-            group.start_module(proc.name, proc.module, proc.args)
-        context = rclpy.Context()
-        rclpy.init(context=context, domain_id=domain)
-        node = rclpy.create_node(f"{C.NODE_EVALUATOR}_bench", context=context,
-                                 start_parameter_services=False, enable_rosout=False)
-        executor = executor_for(node, context=context)
-        evaluator = LockstepEvaluator(node, (), timeout, max_steps, executor=executor)
-        try:
-            wait_ready(evaluator)
-            evaluator.run(specs[:1])
-            cpu0 = {name: _cpu_seconds(p.pid) for name, p in group.procs}
-            own0 = time.process_time()
-            steps0 = evaluator.steps_done
-            start = time.perf_counter()
-            evaluator.run(specs[1:])
-            wall = time.perf_counter() - start
-            steps = evaluator.steps_done - steps0
-            cpu = {name: _cpu_seconds(p.pid) - cpu0[name] for name, p in group.procs}
-            cpu["evaluator"] = time.process_time() - own0
-        finally:
-            evaluator.close()
-            executor.shutdown(timeout_sec=1.0)
-            node.destroy_node()
-            if context.ok():
-                rclpy.shutdown(context=context)
+    with _lockstep_graph(specs, policy, "", logs, "bench", (), timeout,
+                         max_steps) as (group, evaluator):
+        wait_ready(evaluator)
+        evaluator.run(specs[:1])
+        cpu0 = {name: _cpu_seconds(p.pid) for name, p in group.procs}
+        own0 = time.process_time()
+        steps0 = evaluator.steps_done
+        start = time.perf_counter()
+        evaluator.run(specs[1:])
+        wall = time.perf_counter() - start
+        steps = evaluator.steps_done - steps0
+        cpu = {name: _cpu_seconds(p.pid) - cpu0[name] for name, p in group.procs}
+        cpu["evaluator"] = time.process_time() - own0
     return {
         "episodes": len(specs) - 1, "control_steps": steps, "wall_s": round(wall, 3),
         "control_steps_per_s": round(steps / wall, 1), "target_steps_per_s": 500,
