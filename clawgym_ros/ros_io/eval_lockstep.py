@@ -146,10 +146,12 @@ class LockstepEvaluator:
             raise LockstepError(f"ros evaluation: {what} failed: {response.message}")
         return response
 
-    def _wait_for(self, ready: Callable[[], bool], what: str, future: Any = None) -> None:
-        """Spin (or, spun elsewhere, sleep) until ``ready()``; a failed ``future`` (a run
-        sim_node gave up) raises at once."""
-        deadline = time.monotonic() + self.timeout
+    def _wait_for(self, ready: Callable[[], bool], what: str, future: Any = None,
+                  timeout: float | None = None) -> None:
+        """Spin (or, spun elsewhere, sleep) until ``ready()`` (at most ``timeout``, default
+        the evaluator's); a failed ``future`` (a run sim_node gave up) raises at once."""
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
         while not ready():
             if future is not None and future.done():
                 response = future.result()
@@ -157,8 +159,7 @@ class LockstepEvaluator:
                     raise LockstepError(f"ros evaluation: {what} failed: {response.message}")
             left = deadline - time.monotonic()
             if left <= 0:
-                raise LockstepError(f"ros evaluation: {what} timed out after "
-                                    f"{self.timeout:g} s")
+                raise LockstepError(f"ros evaluation: {what} timed out after {timeout:g} s")
             if self.executor is not None:
                 self.executor.spin_once(timeout_sec=min(left, 0.1))
             else:
@@ -233,6 +234,36 @@ class LockstepEvaluator:
         state = self.assembler.joints(js.name, js.position, js.velocity)
         state[C.OBS_OBJECT_POSES] = sensors.pose_array_values(response.object_poses)
         return state
+
+    def handshake(self, wait: float) -> bool:
+        """One round of :func:`wait_ready`: reset, then True when the t = 0 ground truth
+        arrived here and sim_node received the policy's command for t = 0 within ``wait``
+        seconds each. Leaves no sample queued."""
+        self._call(self.policy_client, Trigger.Request(), "policy_node reset")
+        stamp = self._call(self.reset_client, ResetSim.Request(seed=0), "sim/reset").stamp
+        at_ns = _nanos(stamp)
+
+        def arrived() -> bool:
+            with self._arrived:
+                return all(any(_nanos(m.header.stamp) == at_ns for m in queue)
+                           for queue in self._truth.values())
+
+        try:
+            self._wait_for(arrived, "handshake", timeout=wait)
+            truth = True
+        except LockstepError:
+            truth = False
+        request = StepSim.Request(no_step=True, wait_command=True, command_stamp=stamp,
+                                  wait_timeout=float(wait))
+        try:
+            command = self._call(self.step_client, request, "handshake command")
+            commanded = bool(command.success)
+        except LockstepError:
+            commanded = False
+        with self._arrived:
+            for queue in self._truth.values():
+                queue.clear()
+        return truth and commanded
 
     # ------------------------------------------------------------------ episodes
     def _configure_perturbations(self, spec: EpisodeSpec) -> list[Any]:
@@ -324,11 +355,23 @@ class LockstepEvaluator:
         return results
 
 
+#: Seconds one handshake round waits for the t = 0 samples and the policy's first command.
+HANDSHAKE_ROUND_S = 1.0
+
+
 def wait_ready(evaluator: LockstepEvaluator, timeout: float = 30.0) -> None:
-    """Wait until sim_node, policy_node and the interposers serve their services.
+    """Wait until sim_node, policy_node and the interposers serve their services, then until
+    the lockstep topics carry messages end to end.
+
+    A service answering does not mean the topics are matched: DDS discovers each pair of
+    endpoints on its own, and a volatile publisher drops what it published before it matched
+    a subscriber. So the handshake resets the simulation (a reset publishes the t = 0 samples)
+    until both ground-truth samples reach this node *and* policy_node's command for t = 0
+    reaches sim_node; each round waits :data:`HANDSHAKE_ROUND_S`.
 
     Raises:
-        LockstepError: one is still missing after ``timeout`` seconds.
+        LockstepError: a service is still missing, or the topics still lose the first
+            messages, after ``timeout`` seconds.
     """
     deadline = time.monotonic() + timeout
     clients = [evaluator.reset_client, evaluator.step_client, evaluator.policy_client,
@@ -338,3 +381,8 @@ def wait_ready(evaluator: LockstepEvaluator, timeout: float = 30.0) -> None:
         if not client.wait_for_service(timeout_sec=left):
             raise LockstepError(f"ros evaluation: {client.srv_name} did not come up within "
                                 f"{timeout:g} s")
+    while not evaluator.handshake(HANDSHAKE_ROUND_S):
+        if time.monotonic() > deadline:
+            raise LockstepError("ros evaluation: the first samples of joint_states_raw / "
+                                "object_poses_raw or policy_node's first command did not "
+                                f"arrive within {timeout:g} s (topics not matched)")

@@ -17,13 +17,15 @@ COMMAND_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.VOLATILE,
 )
-#: Status and reports: reliable, transient local, depth 1 (late joiners get the last one).
 #: Sensor topics of a lockstep simulation: every sample of every stamp must arrive (a reliable
-#: publisher also serves best-effort SENSOR_QOS subscribers).
+#: publisher also serves best-effort SENSOR_QOS subscribers). A keep-last writer overwrites
+#: samples a reader has not acknowledged yet, and the evaluator reads a whole run of
+#: ``RUN_STEPS`` (10) steps behind the policy at worst: the depth leaves room for three runs.
 LOCKSTEP_SENSOR_QOS = QoSProfile(
-    history=HistoryPolicy.KEEP_LAST, depth=5, reliability=ReliabilityPolicy.RELIABLE,
+    history=HistoryPolicy.KEEP_LAST, depth=32, reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.VOLATILE,
 )
+#: Status and reports: reliable, transient local, depth 1 (late joiners get the last one).
 LATCHED_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
