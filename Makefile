@@ -22,6 +22,10 @@ else
 VENV_FLAGS :=
 ROS_REQS := -r requirements-ros.txt
 endif
+# Interfaces for rclpy only (every node here is Python): no C++ type support and no
+# optimization of the generated code (a handful of small messages). 3 min 11 s -> 1 min 19 s
+# measured on 2 cores; colcon on a workstation builds the full package instead.
+IFACE_FLAGS := -DCMAKE_BUILD_TYPE=None -DBUILD_TESTING=OFF -DCLAWGYM_INTERFACES_PYTHON_ONLY=ON
 DEMO_OUT ?= runs/demo
 PYTEST_ARGS ?=
 
@@ -49,7 +53,7 @@ $(STAMP_IFACE): $(STAMP_DEPS) $(IFACE_SRC)
 	@rm -rf $(BUILD)/clawgym_interfaces && mkdir -p $(BUILD)/clawgym_interfaces
 	cd $(BUILD)/clawgym_interfaces && \
 	  AMENT_PREFIX_PATH="$(VENV)$${AMENT_PREFIX_PATH:+:$$AMENT_PREFIX_PATH}" PATH="$(VENV)/bin:$$PATH" \
-	  cmake $(CURDIR)/clawgym_interfaces -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+	  cmake $(CURDIR)/clawgym_interfaces $(IFACE_FLAGS) \
 	    "-DCMAKE_PREFIX_PATH=$(VENV)$${CMAKE_PREFIX_PATH:+;$$CMAKE_PREFIX_PATH}" \
 	    -DCMAKE_INSTALL_PREFIX=$(VENV) -DPython3_EXECUTABLE=$(PY) > $(BUILD)/interfaces-configure.log \
 	  || { cat $(BUILD)/interfaces-configure.log; exit 1; }
