@@ -38,7 +38,6 @@ from clawgym_interfaces.action import Evaluate
 from clawgym_interfaces.msg import EvalSummary
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_choice, check_int, check_range
-from clawgym_ros.errors import ClawgymError
 from clawgym_ros.ros_io.action_node import ActionLifecycleNode, spin_action_node
 from clawgym_ros.ros_io.qos import LATCHED_QOS
 
@@ -133,18 +132,9 @@ class EvaluatorNode(ActionLifecycleNode):
         from clawgym_ros.evaluation.workers import EvaluationCancelledError
         from clawgym_ros.ros_io.eval_msgs import eval_summary_msg
 
-        done: Future = Future(executor=self.executor)
-        done.add_done_callback(lambda _f: None)  # completion wakes the executor
         cancel = threading.Event()
 
-        def work() -> None:
-            try:
-                outcome: Any = self._evaluate(goal_handle, cancel)
-            except BaseException as err:  # noqa: BLE001 (reported in the result)
-                outcome = err
-            done.set_result(outcome)
-
-        def watch() -> None:
+        def watch(done: Future) -> None:
             # Cancel requests and deactivation reach the core through one Event.
             while not done.done():
                 if goal_handle.is_cancel_requested or self._stop.is_set():
@@ -152,19 +142,14 @@ class EvaluatorNode(ActionLifecycleNode):
                     return
                 time.sleep(0.1)
 
-        with self._busy:
-            threading.Thread(target=work, name="evaluator", daemon=True).start()
-            threading.Thread(target=watch, name="evaluator-cancel", daemon=True).start()
-            outcome = await done
+        outcome = await self._in_worker(lambda: self._evaluate(goal_handle, cancel),
+                                        "evaluator", watch)
         if isinstance(outcome, EvaluationCancelledError):
             goal_handle.canceled()
             return Evaluate.Result(success=False, message=str(outcome))
         if isinstance(outcome, BaseException):
-            message = str(outcome) if isinstance(outcome, ClawgymError) else \
-                f"internal error: {type(outcome).__name__}: {outcome}"
-            self.get_logger().error(f"Evaluate goal failed: {message}")
-            goal_handle.abort()
-            return Evaluate.Result(success=False, message=message)
+            return Evaluate.Result(success=False,
+                                   message=self._goal_failed(goal_handle, outcome))
         evaluation, checkpoint_id = outcome
         stamp = self.get_clock().now().nanoseconds * 1e-9
         summary = eval_summary_msg(evaluation.report, evaluation.report_id, checkpoint_id,

@@ -20,16 +20,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import threading
 from typing import Any
-
-from rclpy.task import Future
 
 from clawgym_interfaces.action import Synthesize
 from clawgym_interfaces.msg import RejectionCount
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_int
-from clawgym_ros.errors import ClawgymError
 from clawgym_ros.ros_io.action_node import ActionLifecycleNode, spin_action_node
 
 
@@ -79,25 +75,10 @@ class SynthesisNode(ActionLifecycleNode):
 
     async def _execute(self, goal_handle) -> Synthesize.Result:
         """Await the worker thread that synthesizes; the executor stays free meanwhile."""
-        done: Future = Future(executor=self.executor)
-        done.add_done_callback(lambda _f: None)  # completion wakes the executor
-
-        def work() -> None:
-            try:
-                outcome: Any = self._synthesize(goal_handle)
-            except BaseException as err:  # noqa: BLE001 (reported in the result)
-                outcome = err
-            done.set_result(outcome)
-
-        with self._busy:
-            threading.Thread(target=work, name="synthesis", daemon=True).start()
-            outcome = await done
+        outcome = await self._in_worker(lambda: self._synthesize(goal_handle), "synthesis")
         if isinstance(outcome, BaseException):
-            message = str(outcome) if isinstance(outcome, ClawgymError) else \
-                f"internal error: {type(outcome).__name__}: {outcome}"
-            self.get_logger().error(f"Synthesize goal failed: {message}")
-            goal_handle.abort()
-            return Synthesize.Result(success=False, message=message)
+            return Synthesize.Result(success=False,
+                                     message=self._goal_failed(goal_handle, outcome))
         artifact, summary = outcome
         result = Synthesize.Result(
             accepted=summary.accepted, rejected=summary.rejected,

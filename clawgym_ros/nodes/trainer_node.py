@@ -20,16 +20,12 @@ import dataclasses
 import math
 import os
 import sys
-import threading
 from typing import Any
-
-from rclpy.task import Future
 
 from clawgym_interfaces.action import Train
 from clawgym_interfaces.msg import GroupWeight
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_int, check_range
-from clawgym_ros.errors import ClawgymError
 from clawgym_ros.ros_io.action_node import ActionLifecycleNode, spin_action_node
 
 
@@ -95,26 +91,10 @@ class TrainerNode(ActionLifecycleNode):
 
     async def _execute(self, goal_handle) -> Train.Result:
         """Await the worker thread that trains; the executor stays free meanwhile."""
-        done: Future = Future(executor=self.executor)
-        done.add_done_callback(lambda _f: None)  # completion wakes the executor
-
-        def work() -> None:
-            try:
-                outcome: Any = self._train(goal_handle)
-            except BaseException as err:  # noqa: BLE001 (reported in the result)
-                outcome = err
-            done.set_result(outcome)
-
-        with self._busy:
-            threading.Thread(target=work, name="trainer", daemon=True).start()
-            outcome = await done
+        outcome = await self._in_worker(lambda: self._train(goal_handle), "trainer")
         if isinstance(outcome, BaseException):
-            message = str(outcome) if isinstance(outcome, ClawgymError) else \
-                f"internal error: {type(outcome).__name__}: {outcome}"
-            self.get_logger().error(f"Train goal failed: {message}")
-            goal_handle.abort()
-            return Train.Result(success=False, message=message, train_loss=math.nan,
-                                val_loss=math.nan)
+            return Train.Result(success=False, message=self._goal_failed(goal_handle, outcome),
+                                train_loss=math.nan, val_loss=math.nan)
         result = outcome
         if result.cancelled:
             goal_handle.canceled()

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.task import Future
 
 from clawgym_ros.config import from_dict
 from clawgym_ros.errors import ClawgymError
@@ -106,6 +108,39 @@ class ActionLifecycleNode(LifecycleNode):
 
     async def _execute(self, goal_handle: Any) -> Any:
         raise NotImplementedError
+
+    async def _in_worker(self, work: Callable[[], Any], name: str,
+                         watch: Callable[[Future], None] | None = None) -> Any:
+        """Run ``work()`` in a worker thread while the goal holds ``_busy``, and await it
+        without blocking the executor (cancel requests, lifecycle services and topics keep
+        being served). Returns its result, or the exception it raised (not re-raised: the
+        caller turns it into the action's result). ``watch(done)``, if given, runs in a
+        second thread until the work is done (e.g. to forward cancel requests)."""
+        done: Future = Future(executor=self.executor)
+        done.add_done_callback(lambda _f: None)  # completion wakes the executor
+
+        def run() -> None:
+            try:
+                outcome: Any = work()
+            except BaseException as err:  # noqa: BLE001 (reported in the result)
+                outcome = err
+            done.set_result(outcome)
+
+        with self._busy:
+            threading.Thread(target=run, name=name, daemon=True).start()
+            if watch is not None:
+                threading.Thread(target=watch, args=(done,), name=f"{name}-watch",
+                                 daemon=True).start()
+            return await done
+
+    def _goal_failed(self, goal_handle: Any, error: BaseException) -> str:
+        """Abort the goal for ``error``; returns the message for the result (a ClawgymError's
+        own text, else "internal error: ...")."""
+        message = str(error) if isinstance(error, ClawgymError) else \
+            f"internal error: {type(error).__name__}: {error}"
+        self.get_logger().error(f"{self.action_type.__name__} goal failed: {message}")
+        goal_handle.abort()
+        return message
 
 
 def _autostart(node: ActionLifecycleNode) -> None:
