@@ -20,7 +20,7 @@ from clawgym_ros.coordinator.config import loop_config_from_dict
 from clawgym_ros.coordinator.runner import LoopError, LoopRunner, read_report
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = ROOT / "config" / "loop" / "suites" / "pick_place_eval.yaml"
+SUITE = ROOT / "test" / "data" / "loop_toy_suite.yaml"
 BASE_DROP = {"lighting": 1.0, "sensor_noise": 0.6}
 
 
