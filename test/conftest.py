@@ -54,3 +54,18 @@ def spin_until(executor, predicate, timeout: float, period: float = 0.05) -> boo
         if predicate():
             return True
     return False
+
+
+def configure_and_activate(node, executor, target: str, tmp_path: Path,
+                           timeout: float = 60.0) -> None:
+    """Drive lifecycle node ``target`` through configure and activate from helper ``node``
+    (spun by ``executor``); assertion messages carry the children's logs."""
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+
+    change = node.create_client(ChangeState, f"/{target}/change_state")
+    assert change.wait_for_service(timeout_sec=30.0), read_logs(tmp_path)
+    for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
+        future = change.call_async(ChangeState.Request(transition=Transition(id=transition)))
+        assert spin_until(executor, future.done, timeout), read_logs(tmp_path)
+        assert future.result().success, read_logs(tmp_path)

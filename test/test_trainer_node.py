@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from test.conftest import ROOT, read_logs, spin_until
+from test.conftest import ROOT, configure_and_activate, read_logs, spin_until
 
 pytestmark = pytest.mark.ros
 pytest.importorskip("torch")
@@ -13,8 +13,6 @@ pytest.importorskip("torch")
 
 def test_train_action_across_processes(procs, rclpy_context, tmp_path):
     from action_msgs.msg import GoalStatus
-    from lifecycle_msgs.msg import Transition
-    from lifecycle_msgs.srv import ChangeState
     from rclpy.action import ActionClient
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
@@ -37,13 +35,7 @@ def test_train_action_across_processes(procs, rclpy_context, tmp_path):
     executor = SingleThreadedExecutor(context=rclpy_context)
     executor.add_node(node)
     try:
-        change = node.create_client(ChangeState, f"/{C.NODE_TRAINER}/change_state")
-        assert change.wait_for_service(timeout_sec=30.0), read_logs(tmp_path)
-        for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
-            future = change.call_async(ChangeState.Request(
-                transition=Transition(id=transition)))
-            assert spin_until(executor, future.done, 60.0), read_logs(tmp_path)
-            assert future.result().success, read_logs(tmp_path)
+        configure_and_activate(node, executor, C.NODE_TRAINER, tmp_path, 60.0)
 
         action = ActionClient(node, Train, C.ACTION_TRAIN)
         assert action.wait_for_server(timeout_sec=20.0)
