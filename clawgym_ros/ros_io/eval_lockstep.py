@@ -235,12 +235,16 @@ class LockstepEvaluator:
         state[C.OBS_OBJECT_POSES] = sensors.pose_array_values(response.object_poses)
         return state
 
+    def _reset(self, seed: int) -> ResetSim.Response:
+        """Reset policy_node, then sim_node with ``seed`` (which publishes the t = 0 state)."""
+        self._call(self.policy_client, Trigger.Request(), "policy_node reset")
+        return self._call(self.reset_client, ResetSim.Request(seed=seed), "sim/reset")
+
     def handshake(self, wait: float) -> bool:
         """One round of :func:`wait_ready`: reset, then True when the t = 0 ground truth
         arrived here and sim_node received the policy's command for t = 0 within ``wait``
         seconds each. Leaves no sample queued."""
-        self._call(self.policy_client, Trigger.Request(), "policy_node reset")
-        stamp = self._call(self.reset_client, ResetSim.Request(seed=0), "sim/reset").stamp
+        stamp = self._reset(0).stamp
         at_ns = _nanos(stamp)
 
         def arrived() -> bool:
@@ -256,8 +260,8 @@ class LockstepEvaluator:
         request = StepSim.Request(no_step=True, wait_command=True, command_stamp=stamp,
                                   wait_timeout=float(wait))
         try:
-            command = self._call(self.step_client, request, "handshake command")
-            commanded = bool(command.success)
+            self._call(self.step_client, request, "handshake command")  # raises unless served
+            commanded = True
         except LockstepError:
             commanded = False
         with self._arrived:
@@ -293,9 +297,7 @@ class LockstepEvaluator:
             raise ClawgymError(f"ros evaluation: task {spec.task} is not an arm task of the "
                                "tabletop scene that sim_node simulates here")
         cores = self._configure_perturbations(spec)
-        self._call(self.policy_client, Trigger.Request(), "policy_node reset")
-        reset = self._call(self.reset_client, ResetSim.Request(seed=int(spec.seed)),
-                           "sim/reset")
+        reset = self._reset(int(spec.seed))
         # The state at t=0 (no command awaited, no step).
         start = self._call(self.step_client, StepSim.Request(no_step=True, return_state=True),
                            "sim/step (initial state)")
