@@ -350,7 +350,10 @@ def test_lighting_and_dynamics_nodes_call_the_simulator_services(procs, rclpy_co
         assert h.spin_until(lambda: future.done() and len(dynamics_calls) >= 2, 10.0)
         assert future.result().success and dynamics_calls[-1].restore_defaults
         assert dynamics_settings(dynamics_calls[-1]) is None
-        families = {s.family for s in h.states}
-        assert {C.FAMILY_LIGHTING, C.FAMILY_NONE} <= families
+        # Each publisher-subscriber pair is discovered on its own: the lighting node's latched
+        # state can reach this reader after the dynamics node's replies did.
+        wanted = {C.FAMILY_LIGHTING, C.FAMILY_NONE}
+        assert h.spin_until(lambda: wanted <= {s.family for s in h.states}, 10.0), \
+            [s.family for s in h.states]
     finally:
         h.close()
