@@ -50,8 +50,9 @@ class _Harness:
         ok = self.spin_until(lambda: self.states and pub.get_subscription_count() > 0
                              and self.node.count_publishers(out_topic) > 0, 40.0)
         assert ok, read_logs(tmp_path)
-        # Discovery of the reverse direction (node -> our subscription) settles shortly after.
-        self.spin_until(lambda: False, 0.5)
+        # Discovery of the reverse direction (node -> our subscription) settles shortly after
+        # (a best-effort writer sends nothing to a reader it has not matched yet).
+        self.spin_until(lambda: False, 1.5)
 
     def close(self) -> None:
         self.executor.shutdown()
@@ -110,7 +111,12 @@ def test_sensor_noise_node_matches_the_core(procs, rclpy_context, tmp_path):
         h.spin_until(lambda: len(got_joints) >= len(delivered) - 2, 5.0)
         assert 0 < len(delivered) < n  # the defaults drop some samples
         assert set(got_joints) <= delivered
-        assert len(got_joints) >= 0.95 * len(delivered), read_logs(tmp_path)
+        # Best effort: the node's writer may match our reader a little after the settle time on
+        # a loaded machine; from the first sample received on, (almost) all arrive.
+        first = min(got_joints)
+        assert first <= sorted(delivered)[n // 4], read_logs(tmp_path)
+        after = {k for k in delivered if k >= first}
+        assert len(got_joints) >= 0.95 * len(after), read_logs(tmp_path)
         for key, msg in got_joints.items():
             assert list(msg.position) == expected_joints[key]["position"].tolist()
             assert list(msg.velocity) == expected_joints[key]["velocity"].tolist()
