@@ -62,6 +62,18 @@ def report_for(model: SyntheticModel) -> dict:
     return build_report(results, SUITE, EvalConfig(suite="t"))
 
 
+def cube_report(model: SyntheticModel, families) -> dict:
+    """Report of a suite without held-out templates (no generalization gap): nominal plus a
+    0.5 / 1.0 sweep of each family."""
+    suite = parse_suite({
+        "name": "t", "seed": 0, "episodes_per_cell": 40,
+        "tasks": [{"task": "pick_place", "templates": ["cube"]}],
+        "cells": {"nominal": True, "sweeps": [{"family": f, "intensities": [0.5, 1.0]}
+                                              for f in families]}}, "t")
+    return build_report(synthetic_results(expand(suite, seed=0), model), suite,
+                        EvalConfig(suite="t"))
+
+
 #: lighting collapses at high intensity, dynamics barely matters.
 WEAK_LIGHTING = SyntheticModel(nominal=0.9, drop={"lighting": 1.0, "dynamics": 0.0},
                                held_out_factor=0.9)
@@ -136,10 +148,59 @@ def test_weak_family_gets_more_share_and_its_range_narrows():
     light_gap = next(g for g in report["gaps"] if g["family"] == "lighting")
     assert any(light_gap["condition"] in r for r in plan.decision["reasons"])
     assert plan.decision["drivers"][k_light][0]["condition"] == light_gap["condition"]
-    # Loss weights follow the deviation, capped.
-    assert plan.group_weights["pick_place/*/lighting"] > 1.0
-    assert max(plan.group_weights.values()) <= cfg.max_group_weight
-    assert "pick_place/*/dynamics" not in plan.group_weights
+    # Loss weights follow the deviation, capped (nominal: the held-out template's gap).
+    weights = plan.group_weights
+    assert weights["pick_place/*/lighting"] > weights.get("pick_place/*/none", 1.0)
+    assert weights.get("pick_place/*/dynamics", 1.0) < weights["pick_place/*/lighting"]
+    assert max(weights.values()) <= cfg.max_group_weight
+    # No observation-side gap (lighting, dynamics) and no gain: hardening stays as configured.
+    assert plan.hardening_share == cfg.hardening_share == 0.0
+
+
+def test_functional_shortfall_lifts_every_cell_of_the_task():
+    """A weak task: nominal and perturbed cells alike get more (perturbed demonstrations are
+    whole demonstrations); the failing family more still, one the policy copes with stays
+    level with nominal."""
+    weak = SyntheticModel(nominal=0.3, drop={"lighting": 0.8, "dynamics": 0.0},
+                          held_out_factor=1.0)
+    cfg = make_cfg(mixture=[{"task": "pick_place", "family": f, "weight": 1}
+                            for f in ("none", "lighting", "dynamics")])
+    state = after_first(cfg)
+    report = cube_report(weak, ("lighting", "dynamics"))
+    plan = next_plan(state, report, cfg)
+    k = {f: cell_key({"task": "pick_place", "family": f})
+         for f in ("none", "lighting", "dynamics")}
+    assert plan.weights[k["lighting"]] > plan.weights[k["none"]]
+    assert plan.weights[k["dynamics"]] == pytest.approx(plan.weights[k["none"]])
+    drivers = plan.decision["drivers"]
+    assert [d["kind"] for d in drivers[k["dynamics"]]] == ["functional"]
+    assert [d["kind"] for d in drivers[k["lighting"]]] == ["functional", "perturbation"]
+
+
+def test_hardening_follows_observation_gaps_in_the_closed_loop_only():
+    noisy = SyntheticModel(nominal=0.9, drop={"sensor_noise": 0.8, "lighting": 0.0},
+                           held_out_factor=1.0)
+    report = cube_report(noisy, ("sensor_noise", "lighting"))
+    gap = next(g for g in report["gaps"] if g["family"] == "sensor_noise")
+    mixture = [{"task": "pick_place", "family": f, "weight": 1}
+               for f in ("none", "sensor_noise", "lighting")]
+    ranges = {"sensor_noise": [0.0, 0.5], "lighting": [0.0, 0.5]}
+    cfg = make_cfg(mixture=mixture, ranges=ranges, hardening_share=0.1, hardening_gain=1.0,
+                   max_hardening_share=0.4)
+    plan = next_plan(after_first(cfg), report, cfg)
+    assert plan.hardening_share == pytest.approx(min(0.4, 0.1 + gap["deviation"]))
+    assert plan.decision["hardening_share"] == plan.hardening_share
+    assert plan.decision["drivers"]["hardening"][0]["condition"] == gap["condition"]
+    assert any(r.startswith("hardening share") for r in plan.decision["reasons"])
+    opened = dataclasses.replace(cfg, mode=MODE_OPEN)
+    assert next_plan(after_first(opened), report, opened).hardening_share == 0.1
+    # A lighting-only gap does not harden (observations are not what it perturbs).
+    dark = SyntheticModel(nominal=0.9, drop={"sensor_noise": 0.0, "lighting": 0.8},
+                          held_out_factor=1.0)
+    report = cube_report(dark, ("sensor_noise", "lighting"))
+    assert next_plan(after_first(cfg), report, cfg).hardening_share == 0.1
+    with pytest.raises(ConfigError, match="max_hardening_share"):
+        make_cfg(hardening_share=0.5, max_hardening_share=0.3)
 
 
 def test_plan_is_deterministic():

@@ -89,7 +89,8 @@ class ToyExecutor:
         art = store.put_files(
             C.KIND_CHECKPOINT, {"toy.json": json.dumps(content, sort_keys=True).encode()},
             config={"steps": goal.steps, "group_weights": goal.group_weights,
-                    "frozen_groups": list(goal.frozen_groups), "policy": goal.policy},
+                    "frozen_groups": list(goal.frozen_groups), "policy": goal.policy,
+                    "hardening_share": goal.hardening_share},
             seeds={"train": goal.seed}, parents=parents)
         self._maybe_crash("train", "after")
         self.iteration["train"] += 1
@@ -171,6 +172,21 @@ def test_lineage_reaches_every_artifact_config_and_seed(reference):
     assert found[state.config_id]["seeds"] == {"loop": 5}
     assert all(found[it["dataset_id"]]["seeds"]["run"] == it["plan"]["seeds"]["synthesize"]
                for it in state.iterations)
+
+
+def test_training_hardening_follows_the_plan(tmp_path):
+    """With a hardening gain the Train goals carry each plan's share: the base share first,
+    more once a sensor-noise gap shows (the toy policy is weak under sensor noise)."""
+    mixture = [{"task": "pick_place", "family": "none", "weight": 2},
+               {"task": "pick_place", "family": "sensor_noise", "weight": 0.05}]
+    cfg = loop_cfg(iterations=2, hardening_share=0.1, hardening_gain=1.0, mixture=mixture,
+                   mixture_floor=0.02, ranges={"sensor_noise": [0.0, 0.4]})
+    state = LoopRunner(cfg, tmp_path, ToyExecutor()).run()
+    store = ArtifactStore(tmp_path)
+    shares = [store.get(it["checkpoint_id"]).manifest.config["hardening_share"]
+              for it in state.iterations]
+    assert shares == [it["plan"]["hardening_share"] for it in state.iterations]
+    assert shares[0] == 0.1 and 0.1 < shares[1] <= 0.5
 
 
 @pytest.mark.parametrize("crash", [("train", 1, "before"), ("train", 1, "after"),

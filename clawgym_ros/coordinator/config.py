@@ -106,7 +106,11 @@ class LoopConfig:
         warm_start: train each iteration from the previous checkpoint.
         accumulate: train on every dataset synthesized so far (else on the newest only).
         policy: policy type (``mlp`` or ``cnn``).
-        hardening_share: share of each batch with perturbed observations.
+        hardening_share: share of each batch with perturbed observations (the open loop's
+            fixed share; the closed loop's share before any gap).
+        hardening_gain: closed loop: hardening share added per unit of deviation of the worst
+            gap under an observation perturbation (sensor noise, GPS dropout); 0 = fixed.
+        max_hardening_share: cap of the closed loop's hardening share.
         eval_mode: ``in_process`` or ``ros``.
         workers: synthesis / rollout worker processes (0 = one per core).
         record_images: ask synthesis for camera frames.
@@ -133,6 +137,8 @@ class LoopConfig:
     accumulate: bool = True
     policy: str = C.POLICY_MLP
     hardening_share: float = 0.0
+    hardening_gain: float = 0.0
+    max_hardening_share: float = 0.5
     eval_mode: str = C.EVAL_MODES[0]
     workers: int = 0
     record_images: bool = False
@@ -153,6 +159,8 @@ class LoopConfig:
         check_range("max_group_weight", self.max_group_weight, 1.0, 1000.0)
         check_choice("policy", self.policy, (C.POLICY_MLP, C.POLICY_CNN))
         check_range("hardening_share", self.hardening_share, 0.0, 1.0)
+        check_range("hardening_gain", self.hardening_gain, 0.0, 100.0)
+        check_range("max_hardening_share", self.max_hardening_share, self.hardening_share, 1.0)
         check_choice("eval_mode", self.eval_mode, C.EVAL_MODES)
         check_int("workers", self.workers, 0, 256)
         for name in ("warm_start", "accumulate", "record_images"):

@@ -13,6 +13,9 @@ Given the loop state and the report of the iteration that just finished, decide:
   ``narrow_threshold`` narrows it; otherwise it is kept;
 - training loss weights per group (``task/template/family``, ``*`` = any template):
   ``1 + group_weight_gain * deviation``, capped; and the frozen parameter groups;
+- the training hardening share (observations of that share of each batch perturbed):
+  ``hardening_share + hardening_gain * deviation`` of the worst gap under a family that
+  perturbs observations (sensor noise, GPS dropout), capped at ``max_hardening_share``;
 - the seeds of the iteration's synthesis, training and evaluation (evaluation uses one seed
   for every iteration, so successive reports are paired and comparable).
 
@@ -40,6 +43,8 @@ PHASE_EVALUATE = "evaluate"
 PHASE_DONE = "done"
 PHASE_FAILED = "failed"
 _ROUND = 6
+#: Families that perturb what the policy observes (hardening adds noise to observations).
+OBSERVATION_FAMILIES: tuple[str, ...] = (C.FAMILY_SENSOR_NOISE, C.FAMILY_GPS_DROPOUT)
 
 
 def derive_seed(seed: int, stream: str, iteration: int = 0) -> int:
@@ -136,6 +141,7 @@ class Plan:
         episodes / train_steps: amounts of the iteration.
         group_weights: loss weight per group pattern.
         frozen_groups: parameter groups to freeze.
+        hardening_share: share of each training batch with perturbed observations.
         seeds: ``{"synthesize", "train", "evaluate"}``.
         decision: the record appended to decisions.jsonl (reasons and what drove them).
     """
@@ -150,6 +156,7 @@ class Plan:
     train_steps: int
     group_weights: dict
     frozen_groups: tuple[str, ...]
+    hardening_share: float
     seeds: dict
     decision: dict
 
@@ -231,26 +238,43 @@ def cell_deviation(cell: Mapping[str, Any], report: Mapping[str, Any], cfg: Loop
                    ) -> tuple[float, list[dict[str, Any]]]:
     """How far a mixture cell's condition falls short, and the gaps/scores that say so.
 
-    A perturbed cell takes the largest deviation of the perturbation gaps that involve its
-    family; a nominal cell the largest of its task's generalization gaps and the functional
-    shortfall (functional target - functional score, when a target is set).
+    Deviation = the task's functional shortfall (functional target - functional score, when a
+    target is set) + the cell's own shortfall: for a perturbed cell the largest deviation of
+    the perturbation gaps that involve its family, for a nominal cell the largest of its task's
+    generalization gaps. The functional shortfall counts for every cell of the task, perturbed
+    ones included: a demonstration under a perturbation is a whole demonstration of the task
+    (the expert completes it), so a weak task gets more of all its cells, and among them the
+    conditions that fail get more still (a family the policy does not feel, e.g. lighting for a
+    state policy, stays level with nominal).
     """
     drivers: list[dict[str, Any]] = []
+    own: list[dict[str, Any]] = []
     family = cell["family"]
     for gap in report.get("gaps", ()):
         if family != C.FAMILY_NONE:
             if gap.get("kind") == "perturbation" and family in (gap.get("families") or ()):
-                drivers.append(_gap_ref(gap))
+                own.append(_gap_ref(gap))
         elif gap.get("kind") == "generalization" and gap.get("task") == cell["task"]:
-            drivers.append(_gap_ref(gap))
-    if family == C.FAMILY_NONE and C.DIM_FUNCTIONAL in cfg.targets:
+            own.append(_gap_ref(gap))
+    base = 0.0
+    if C.DIM_FUNCTIONAL in cfg.targets:
         value = _value(report.get("scores", {}).get(C.DIM_FUNCTIONAL))
         if value is not None and value < cfg.targets[C.DIM_FUNCTIONAL]:
+            base = round(cfg.targets[C.DIM_FUNCTIONAL] - value, _ROUND)
             drivers.append({"condition": "functional<target", "kind": "functional",
-                            "deviation": round(cfg.targets[C.DIM_FUNCTIONAL] - value, _ROUND),
-                            "capability": None})
-    dev = max((max(float(d["deviation"]), 0.0) for d in drivers), default=0.0)
-    return dev, drivers
+                            "deviation": base, "capability": None})
+    drivers += own
+    dev = base + max((max(float(d["deviation"]), 0.0) for d in own), default=0.0)
+    return round(dev, _ROUND), drivers
+
+
+def hardening_deviation(report: Mapping[str, Any]) -> tuple[float, list[dict[str, Any]]]:
+    """Largest deviation of the perturbation gaps of families that act on observations
+    (sensor noise, GPS dropout: what training-time hardening emulates), and those gaps."""
+    gaps = [_gap_ref(g) for g in report.get("gaps", ())
+            if g.get("kind") == "perturbation"
+            and set(g.get("families") or ()) & set(OBSERVATION_FAMILIES)]
+    return max((max(float(g["deviation"]), 0.0) for g in gaps), default=0.0), gaps
 
 
 def family_stability(report: Mapping[str, Any], family: str, intensity: float
@@ -337,6 +361,7 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
     group_weights: dict[str, float] = {}
     frozen: tuple[str, ...] = ()
     adr: dict[str, dict[str, Any]] = {}
+    hardening = cfg.hardening_share
     closed = cfg.mode != MODE_OPEN
     stop, stop_reason, target_reasons = _stop(state, report, cfg)
     reasons += target_reasons
@@ -396,6 +421,16 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
             frozen = cfg.freeze_when_functional_met
             reasons.append(f"freeze {', '.join(frozen)}: functional {functional:.3f} >= "
                            f"target {target:g} while warm-starting (keep the nominal skill)")
+        if cfg.hardening_gain > 0:
+            dev, hard_gaps = hardening_deviation(report)
+            hardening = round(min(cfg.max_hardening_share,
+                                  cfg.hardening_share + cfg.hardening_gain * dev), _ROUND)
+            if hard_gaps:
+                drivers["hardening"] = hard_gaps
+            why = ", ".join(f"{g['condition']} (deviation {g['deviation']:g})"
+                            for g in hard_gaps) or "no gap under an observation perturbation"
+            reasons.append(f"hardening share {hardening:g} = min({cfg.max_hardening_share:g}, "
+                           f"{cfg.hardening_share:g} + {cfg.hardening_gain:g} x {dev:g}) ({why})")
 
     seeds = {"synthesize": derive_seed(cfg.seed, PHASE_SYNTHESIZE, iteration),
              "train": derive_seed(cfg.seed, PHASE_TRAIN, iteration),
@@ -411,8 +446,10 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
         "reasons": reasons, "gaps": gaps, "drivers": drivers, "adr": adr,
         "weights": weights, "ranges": {f: list(r) for f, r in ranges.items()},
         "group_weights": group_weights, "frozen_groups": list(frozen),
+        "hardening_share": hardening,
     }
     return Plan(iteration=iteration, stop=stop, stop_reason=stop_reason, weights=weights,
                 ranges=ranges, mixture=mixture, episodes=cfg.episodes_per_iteration,
                 train_steps=cfg.train_steps, group_weights=group_weights,
-                frozen_groups=frozen, seeds=seeds, decision=decision)
+                frozen_groups=frozen, hardening_share=hardening, seeds=seeds,
+                decision=decision)

@@ -278,7 +278,9 @@ class LoopRunner:
             dataset_ids=tuple(datasets), steps=plan["train_steps"], seed=plan["seeds"]["train"],
             policy=self.cfg.policy,
             group_weights=resolve_group_weights(plan["group_weights"], groups),
-            frozen_groups=tuple(plan["frozen_groups"]), hardening_share=self.cfg.hardening_share,
+            frozen_groups=tuple(plan["frozen_groups"]),
+            # Plans recorded before the hardening lever existed carry no share.
+            hardening_share=plan.get("hardening_share", self.cfg.hardening_share),
             init_checkpoint_id=previous if self.cfg.warm_start else "",
             run_dir=str(self.run_dir))
         state = self._start(state, PHASE_TRAIN, goal)
@@ -401,7 +403,8 @@ def find_dataset(store: ArtifactStore, goal: SynthesizeGoal) -> str | None:
 
 
 def find_checkpoint(store: ArtifactStore, goal: TrainGoal) -> str | None:
-    """A checkpoint trained from the same datasets (+ init), seed and steps as the goal."""
+    """A checkpoint trained from the same datasets (+ init), seed, steps, loss weights, frozen
+    groups, policy and hardening share as the goal."""
     parents = [store.resolve(d).id for d in goal.dataset_ids]
     if goal.init_checkpoint_id:
         parents.append(store.resolve(goal.init_checkpoint_id).id)
@@ -415,7 +418,8 @@ def find_checkpoint(store: ArtifactStore, goal: TrainGoal) -> str | None:
         if (man.get("seeds", {}).get("train") == goal.seed and train.get("steps") == goal.steps
                 and dict(train.get("group_weights") or {}) == dict(goal.group_weights)
                 and list(train.get("frozen_groups") or []) == list(goal.frozen_groups)
-                and train.get("policy", C.POLICY_MLP) == goal.policy):
+                and train.get("policy", C.POLICY_MLP) == goal.policy
+                and float(train.get("hardening_share", 0.0)) == float(goal.hardening_share)):
             return path.name
     return None
 
