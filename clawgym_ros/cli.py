@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from clawgym_ros import __version__
@@ -33,6 +35,29 @@ COMMANDS: tuple[str, ...] = (
 EXIT_USER_ERROR = 2
 EXIT_INTERNAL_ERROR = 1
 EXIT_INTERRUPTED = 130
+#: Exit code after SIGTERM / SIGHUP (128 + SIGTERM, as a shell reports a terminated job).
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: unwinds like Ctrl-C, so every ``with`` block closes its child
+    processes (``kill <clawgym pid>`` must not leave a loop's nodes running)."""
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    raise Terminated(signal.Signals(signum).name)
+
+
+def _install_termination_handlers() -> dict[int, object]:
+    """Route SIGTERM / SIGHUP to :class:`Terminated` where they would kill the process
+    outright; returns the handlers replaced (restored when :func:`main` returns)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}   # main() called from a worker thread (tests): signals stay as they are
+    replaced = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) in (signal.SIG_DFL, None):
+            replaced[sig] = signal.signal(sig, _terminate)
+    return replaced
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +78,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    replaced = _install_termination_handlers()
+    try:
+        return _run(args)
+    finally:
+        for sig, handler in replaced.items():
+            signal.signal(sig, handler)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         result = args.handler(args)
     except ClawgymError as err:
@@ -60,6 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"clawgym {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except Terminated as err:
+        print(f"clawgym {args.command}: terminated ({err}); child processes stopped",
+              file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print(f"clawgym {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -203,6 +203,14 @@ def test_hardening_follows_observation_gaps_in_the_closed_loop_only():
         make_cfg(hardening_share=0.5, max_hardening_share=0.3)
 
 
+def test_adr_keeps_ranges_while_nominal_success_is_below_min_nominal():
+    cfg = make_cfg(adr={"min_nominal": 0.99})   # nominal success here: 0.95
+    plan = next_plan(after_first(cfg), report_for(WEAK_LIGHTING), cfg)
+    assert plan.ranges == after_first(cfg).ranges
+    assert {e["action"] for e in plan.decision["adr"].values()} == {"keep"}
+    assert all("adr.min_nominal" in e["note"] for e in plan.decision["adr"].values())
+
+
 def test_plan_is_deterministic():
     cfg = make_cfg()
     state = after_first(cfg)

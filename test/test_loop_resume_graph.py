@@ -94,6 +94,22 @@ def _trainer_pid(run_dir: Path) -> int | None:
     return None
 
 
+def _node_pids(run_dir: Path) -> list[int]:
+    """Node processes of the loop writing to ``run_dir`` (by their command lines)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(a.startswith("clawgym_ros.nodes.") for a in args) and \
+                any(str(run_dir) in a for a in args):
+            pids.append(int(entry.name))
+    return pids
+
+
 def _state(run_dir: Path) -> dict | None:
     from clawgym_ros import constants as C
 
@@ -215,3 +231,34 @@ def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(tmp_path, c
     assert found[state["config_id"]]["seeds"] == {"loop": 7}
     kinds = {n["kind"] for n in found.values()}
     assert kinds == {C.KIND_REPORT, C.KIND_CHECKPOINT, C.KIND_DATASET, C.KIND_CONFIG}
+
+
+def test_sigterm_stops_the_loop_and_every_node(tmp_path):
+    """`kill <clawgym pid>` (SIGTERM, as a job scheduler or a CI timeout sends) unwinds like
+    Ctrl-C: exit 143 and no node process left behind."""
+    cfg_dir = tmp_path / "cfg"
+    cfg_dir.mkdir()
+    (cfg_dir / "suite.yaml").write_text(SUITE)
+    config = cfg_dir / "loop.yaml"
+    config.write_text(LOOP)
+    run = (tmp_path / "run").resolve()
+    proc = _loop_cli(config, run)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        state = _state(run)
+        if state and state["phase"] == "train" and _node_pids(run):
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None and _node_pids(run), "the loop never reached training"
+    try:
+        proc.send_signal(signal.SIGTERM)     # the CLI only, not its process group
+        code, _, err = _finish(proc, 60)
+        assert code == 143, err[-3000:]
+        assert "terminated (SIGTERM)" in err
+        deadline = time.monotonic() + 10
+        while _node_pids(run) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _node_pids(run) == []
+    finally:
+        for pid in _node_pids(run):      # a failed check leaves nothing running
+            os.kill(pid, signal.SIGKILL)

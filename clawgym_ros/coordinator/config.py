@@ -53,6 +53,9 @@ class AdrConfig:
         step: change of the upper end per decision.
         min_high: the upper end never goes below this.
         levels: synthesis intensities per family, evenly spaced over (low, high].
+        min_nominal: nominal success below which every range is kept: a policy that rarely
+            succeeds unperturbed gives no usable stability (at 1 success in 6 nominal
+            episodes, one lucky perturbed episode reads as stability 1.0 and widened a range).
     """
 
     widen_threshold: float = 0.8
@@ -60,6 +63,7 @@ class AdrConfig:
     step: float = 0.1
     min_high: float = 0.1
     levels: int = 2
+    min_nominal: float = 0.0
 
     def __post_init__(self) -> None:
         check_range("adr.widen_threshold", self.widen_threshold, 0.0, 2.0)
@@ -67,6 +71,7 @@ class AdrConfig:
         check_range("adr.step", self.step, 0.0, 1.0, low_open=True)
         check_range("adr.min_high", self.min_high, 0.0, 1.0, low_open=True)
         check_int("adr.levels", self.levels, 1, 10)
+        check_range("adr.min_nominal", self.min_nominal, 0.0, 1.0)
 
 
 @dataclasses.dataclass(frozen=True)

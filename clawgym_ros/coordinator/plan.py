@@ -3,16 +3,18 @@
 Given the loop state and the report of the iteration that just finished, decide:
 
 - stop or go on: every target met, or the iteration / episode / training-step budget spent;
-- the next synthesis mixture: each cell's share is multiplied by ``1 + gain * deviation``,
-  where deviation comes from the report's gaps (perturbation gaps for a family's cells;
-  generalization gaps and the functional shortfall for a task's nominal cells), then shares are
-  renormalized so that every cell keeps at least ``mixture_floor`` (water-filling);
+- the next synthesis mixture: each cell's share is multiplied by ``(1 + gain * task) *
+  (1 + gain * own)``: ``task`` = the task's functional shortfall (every cell of the task),
+  ``own`` = the cell's own gaps (perturbation gaps for a family's cells, generalization gaps
+  for a task's nominal cells); see :func:`cell_deviation`; then shares are renormalized so
+  that every cell keeps at least ``mixture_floor`` (water-filling);
 - the perturbation intensity range of every family (ADR): the family's stability at the upper
   end of its range (report success there, interpolated on the suite's grid, over nominal
   success) at or above ``widen_threshold`` widens the range by ``step``; below
-  ``narrow_threshold`` narrows it; otherwise it is kept;
-- training loss weights per group (``task/template/family``, ``*`` = any template):
-  ``1 + group_weight_gain * deviation``, capped; and the frozen parameter groups;
+  ``narrow_threshold`` narrows it; otherwise (or while nominal success is below
+  ``adr.min_nominal``) it is kept;
+- training loss weights per group (``task/template/family``, ``*`` = any template): the same
+  product with ``group_weight_gain``, capped; and the frozen parameter groups;
 - the training hardening share (observations of that share of each batch perturbed):
   ``hardening_share + hardening_gain * deviation`` of the worst gap under a family that
   perturbs observations (sensor noise, GPS dropout), capped at ``max_hardening_share``;
@@ -235,17 +237,20 @@ def _gap_ref(gap: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def cell_deviation(cell: Mapping[str, Any], report: Mapping[str, Any], cfg: LoopConfig
-                   ) -> tuple[float, list[dict[str, Any]]]:
+                   ) -> tuple[float, float, list[dict[str, Any]]]:
     """How far a mixture cell's condition falls short, and the gaps/scores that say so.
 
-    Deviation = the task's functional shortfall (functional target - functional score, when a
-    target is set) + the cell's own shortfall: for a perturbed cell the largest deviation of
-    the perturbation gaps that involve its family, for a nominal cell the largest of its task's
-    generalization gaps. The functional shortfall counts for every cell of the task, perturbed
-    ones included: a demonstration under a perturbation is a whole demonstration of the task
-    (the expert completes it), so a weak task gets more of all its cells, and among them the
-    conditions that fail get more still (a family the policy does not feel, e.g. lighting for a
-    state policy, stays level with nominal).
+    Returns:
+        ``(task, own, drivers)``: ``task`` = the task's functional shortfall (functional
+        target - functional score, when a target is set), which counts for every cell of the
+        task, perturbed ones included (a demonstration under a perturbation is a whole
+        demonstration of the task: the expert completes it); ``own`` = the cell's own
+        shortfall: for a perturbed cell the largest deviation of the perturbation gaps that
+        involve its family, for a nominal cell the largest of its task's generalization gaps.
+        The plan multiplies a share by ``(1 + gain * task) * (1 + gain * own)``: a weak task
+        gets more of all its cells, and among them the failing conditions get more still (a
+        family the policy does not feel, e.g. lighting for a state policy, stays level with
+        nominal); in a one-task loop the task factor cancels out.
     """
     drivers: list[dict[str, Any]] = []
     own: list[dict[str, Any]] = []
@@ -264,8 +269,8 @@ def cell_deviation(cell: Mapping[str, Any], report: Mapping[str, Any], cfg: Loop
             drivers.append({"condition": "functional<target", "kind": "functional",
                             "deviation": base, "capability": None})
     drivers += own
-    dev = base + max((max(float(d["deviation"]), 0.0) for d in own), default=0.0)
-    return round(dev, _ROUND), drivers
+    own_dev = max((max(float(d["deviation"]), 0.0) for d in own), default=0.0)
+    return base, round(own_dev, _ROUND), drivers
 
 
 def hardening_deviation(report: Mapping[str, Any]) -> tuple[float, list[dict[str, Any]]]:
@@ -375,12 +380,14 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
         keys = [cell_key(c) for c in state.cells]
         raw = []
         for cell, key in zip(state.cells, keys):
-            dev, used = cell_deviation(cell, report, cfg)
+            task_dev, own_dev, used = cell_deviation(cell, report, cfg)
             if used:
                 drivers[key] = used
-            raw.append(weights[key] * (1.0 + cfg.mixture_gain * dev))
+            raw.append(weights[key] * (1.0 + cfg.mixture_gain * task_dev)
+                       * (1.0 + cfg.mixture_gain * own_dev))
             pattern = f"{cell['task']}/{cell['template'] or '*'}/{cell['family']}"
-            gw = round(min(cfg.max_group_weight, 1.0 + cfg.group_weight_gain * dev), _ROUND)
+            gw = round(min(cfg.max_group_weight, (1.0 + cfg.group_weight_gain * task_dev)
+                           * (1.0 + cfg.group_weight_gain * own_dev)), _ROUND)
             group_weights[pattern] = max(group_weights.get(pattern, 1.0), gw)
         shares = apply_floor(raw, cfg.mixture_floor)
         for key, new in zip(keys, shares):
@@ -390,11 +397,17 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
                                 for d in drivers.get(key, ())) or "no gap: relative share"
                 reasons.append(f"mixture {key}: {old:.3f} -> {new:.3f} ({why})")
         weights = dict(zip(keys, shares))
+        nominal = _value(report.get("aggregated", {}).get(C.DIM_ROBUSTNESS, {}).get("nominal"))
         for family, (low, high) in sorted(ranges.items()):
             stab, note = family_stability(report, family, high)
             entry = {"before": [low, high], "stability": stab, "note": note}
             if stab is None:
                 action = "keep"
+            elif nominal is not None and nominal < cfg.adr.min_nominal:
+                action = "keep"
+                note += (f"; nominal success {nominal:.2f} < adr.min_nominal "
+                         f"{cfg.adr.min_nominal:g}: too weak a reference to move the range")
+                entry["note"] = note
             elif stab >= cfg.adr.widen_threshold:
                 action = "widen"
                 high = min(1.0, round(high + cfg.adr.step, 4))
