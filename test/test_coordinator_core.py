@@ -175,6 +175,28 @@ def test_functional_shortfall_lifts_every_cell_of_the_task():
     drivers = plan.decision["drivers"]
     assert [d["kind"] for d in drivers[k["dynamics"]]] == ["functional"]
     assert [d["kind"] for d in drivers[k["lighting"]]] == ["functional", "perturbation"]
+    # The shortfall all cells share does not enter the (relative) loss weights.
+    assert set(plan.group_weights) == {"pick_place/*/lighting"}
+
+
+def test_weak_task_gets_more_share_and_a_shared_shortfall_does_not_inflate_loss_weights():
+    """Two tasks: the one failing more gets more of its cells; loss weights are relative to
+    the least deficient task, so a task without own gaps keeps weight 1."""
+    cfg = make_cfg(mixture=[{"task": "pick_place", "family": "none", "weight": 1},
+                            {"task": "peg_insert", "family": "none", "weight": 1}],
+                   ranges={}, targets={"functional": 0.9})
+
+    def funnel(value):
+        return [{"stage": "grasp", "value": 1.0}, {"stage": "success", "value": value}]
+
+    report = {"gaps": [], "scores": {"functional": {"value": 0.5}},
+              "aggregated": {"functional": {"funnel": {"pick_place": funnel(0.8),
+                                                       "peg_insert": funnel(0.2)}}}}
+    plan = next_plan(after_first(cfg), report, cfg)
+    pick, peg = (cell_key({"task": t, "family": "none"}) for t in ("pick_place", "peg_insert"))
+    assert plan.weights[peg] > plan.weights[pick]
+    assert plan.group_weights == {"peg_insert/*/none": pytest.approx((1 + 2 * 0.7) / (1 + 2 * 0.1))}
+    assert plan.decision["drivers"][peg][0]["condition"] == "functional<target:peg_insert"
 
 
 def test_hardening_follows_observation_gaps_in_the_closed_loop_only():

@@ -236,15 +236,25 @@ def _gap_ref(gap: Mapping[str, Any]) -> dict[str, Any]:
             "capability": gap.get("capability"), "kind": gap.get("kind")}
 
 
+def task_success(report: Mapping[str, Any], task: str) -> float | None:
+    """Nominal success of ``task``: the last (``success``) stage of its funnel in the report,
+    else the report's functional score (all tasks pooled)."""
+    functional = report.get("aggregated", {}).get(C.DIM_FUNCTIONAL, {})
+    funnel = (functional.get("funnel") or {}).get(task)
+    if funnel:
+        return _value(funnel[-1])
+    return _value(report.get("scores", {}).get(C.DIM_FUNCTIONAL))
+
+
 def cell_deviation(cell: Mapping[str, Any], report: Mapping[str, Any], cfg: LoopConfig
                    ) -> tuple[float, float, list[dict[str, Any]]]:
     """How far a mixture cell's condition falls short, and the gaps/scores that say so.
 
     Returns:
         ``(task, own, drivers)``: ``task`` = the task's functional shortfall (functional
-        target - functional score, when a target is set), which counts for every cell of the
-        task, perturbed ones included (a demonstration under a perturbation is a whole
-        demonstration of the task: the expert completes it); ``own`` = the cell's own
+        target - the task's nominal success, when a target is set), which counts for every
+        cell of the task, perturbed ones included (a demonstration under a perturbation is a
+        whole demonstration of the task: the expert completes it); ``own`` = the cell's own
         shortfall: for a perturbed cell the largest deviation of the perturbation gaps that
         involve its family, for a nominal cell the largest of its task's generalization gaps.
         The plan multiplies a share by ``(1 + gain * task) * (1 + gain * own)``: a weak task
@@ -263,11 +273,11 @@ def cell_deviation(cell: Mapping[str, Any], report: Mapping[str, Any], cfg: Loop
             own.append(_gap_ref(gap))
     base = 0.0
     if C.DIM_FUNCTIONAL in cfg.targets:
-        value = _value(report.get("scores", {}).get(C.DIM_FUNCTIONAL))
+        value = task_success(report, cell["task"])
         if value is not None and value < cfg.targets[C.DIM_FUNCTIONAL]:
             base = round(cfg.targets[C.DIM_FUNCTIONAL] - value, _ROUND)
-            drivers.append({"condition": "functional<target", "kind": "functional",
-                            "deviation": base, "capability": None})
+            drivers.append({"condition": f"functional<target:{cell['task']}",
+                            "kind": "functional", "deviation": base, "capability": None})
     drivers += own
     own_dev = max((max(float(d["deviation"]), 0.0) for d in own), default=0.0)
     return base, round(own_dev, _ROUND), drivers
@@ -378,16 +388,22 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
         reasons.append("open loop: mixture, ranges and loss weights stay fixed")
     else:
         keys = [cell_key(c) for c in state.cells]
+        devs = [cell_deviation(cell, report, cfg) for cell in state.cells]
+        # Loss weights are relative (the trainer normalizes by their sum): the task factor
+        # counts relative to the least deficient task, so a shortfall every task shares does
+        # not push every group against the max_group_weight cap.
+        least = min(d[0] for d in devs)
         raw = []
-        for cell, key in zip(state.cells, keys):
-            task_dev, own_dev, used = cell_deviation(cell, report, cfg)
+        for cell, key, (task_dev, own_dev, used) in zip(state.cells, keys, devs):
             if used:
                 drivers[key] = used
             raw.append(weights[key] * (1.0 + cfg.mixture_gain * task_dev)
                        * (1.0 + cfg.mixture_gain * own_dev))
             pattern = f"{cell['task']}/{cell['template'] or '*'}/{cell['family']}"
-            gw = round(min(cfg.max_group_weight, (1.0 + cfg.group_weight_gain * task_dev)
-                           * (1.0 + cfg.group_weight_gain * own_dev)), _ROUND)
+            task_factor = ((1.0 + cfg.group_weight_gain * task_dev)
+                           / (1.0 + cfg.group_weight_gain * least))
+            gw = round(min(cfg.max_group_weight,
+                           task_factor * (1.0 + cfg.group_weight_gain * own_dev)), _ROUND)
             group_weights[pattern] = max(group_weights.get(pattern, 1.0), gw)
         shares = apply_floor(raw, cfg.mixture_floor)
         for key, new in zip(keys, shares):
