@@ -316,3 +316,21 @@ def test_paired_differences_intervals():
     assert 0.1 - 1e-9 <= blo <= 0.2 <= bhi <= 0.3 + 1e-9
     assert result["preference"]["n"] == 0 and result["preference"]["mean_diff"] is None
     assert len(format_table(result)) == 5
+
+
+def test_final_suite_yaml_keeps_the_cells_with_more_episodes(tmp_path):
+    import yaml
+
+    from clawgym_ros.coordinator.ablation import final_suite_yaml
+
+    path = ROOT / "config/loop/suites/pick_place_eval.yaml"
+    data = yaml.safe_load(final_suite_yaml(path, 20))
+    source = yaml.safe_load(path.read_text())
+    assert data["episodes_per_cell"] == 20 and data["name"] == source["name"] + "_final"
+    assert data["cells"] == source["cells"] and data["tasks"] == source["tasks"]
+    with pytest.raises(ConfigError, match="--final-episodes"):
+        final_suite_yaml(path, 0)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nepisodes_per_cell: 2\n")
+    with pytest.raises(ConfigError):
+        final_suite_yaml(bad, 5)

@@ -262,3 +262,40 @@ def test_sigterm_stops_the_loop_and_every_node(tmp_path):
     finally:
         for pid in _node_pids(run):      # a failed check leaves nothing running
             os.kill(pid, signal.SIGKILL)
+
+
+def test_ablate_runs_both_arms_and_a_final_evaluation(tmp_path, capsys):
+    """`clawgym ablate` end to end on the small loop (1 seed, 1 iteration per arm): both arms
+    spend the same budget, the loops' last reports and the final evaluation (more episodes,
+    another seed) are compared per dimension; a rerun resumes without recomputing."""
+    from clawgym_ros.cli import main
+
+    cfg_dir = tmp_path / "cfg"
+    cfg_dir.mkdir()
+    (cfg_dir / "suite.yaml").write_text(SUITE)
+    config = cfg_dir / "loop.yaml"
+    config.write_text(LOOP)
+    out = tmp_path / "ablate"
+    argv = ["ablate", "--config", str(config), "--seeds", "1", "--iterations", "1",
+            "--out", str(out), "--final-episodes", "3", "--final-seed", "99"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "loops' last reports" in printed and "final evaluation" in printed
+    data = json.loads((out / "ablation.json").read_text())
+    budgets = data["budgets"]
+    assert budgets["closed"]["0"] == {**budgets["open"]["0"],
+                                      "final_report_id": budgets["closed"]["0"]["final_report_id"]}
+    final = data["final"]
+    assert final["seed"] == 99 and final["episodes_per_cell"] == 3
+    suite = (out / "final_suite.yaml").read_text()
+    assert "episodes_per_cell: 3" in suite and "name: resume_small_final" in suite
+    for mode in ("closed", "open"):
+        report = final["scores"][mode]["0"]
+        assert set(report) >= {"functional", "robustness"}
+        assert report["functional"]["n"] == 3          # 3 nominal training-template episodes
+    assert set(final["differences"]) == {"functional", "robustness", "generalization",
+                                         "preference"}
+    reports = sorted((out / "seed0" / "closed" / "artifacts" / "report").iterdir())
+    assert main(argv) == 0                             # resumes: nothing is recomputed
+    assert sorted((out / "seed0" / "closed" / "artifacts" / "report").iterdir()) == reports
+    assert json.loads((out / "ablation.json").read_text())["final"] == final

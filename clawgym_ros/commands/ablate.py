@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+from typing import Any
+
+from clawgym_ros.coordinator.ablation import FINAL_EPISODES, FINAL_SEED
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,22 +30,36 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="iterations per loop (default: the config's)")
     parser.add_argument("--out", default="runs/ablate", metavar="DIR",
                         help="output folder (default: runs/ablate)")
+    parser.add_argument("--final-episodes", type=int, default=FINAL_EPISODES, metavar="N",
+                        help="episodes per cell of the final evaluation of both arms' last "
+                             f"checkpoints (default {FINAL_EPISODES}; 0 = skip it)")
+    parser.add_argument("--final-seed", type=int, default=FINAL_SEED, metavar="S",
+                        help=f"suite seed of the final evaluation (default {FINAL_SEED})")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from clawgym_ros.commands.loop import StatusView
-    from clawgym_ros.coordinator.ablation import format_table, paired_differences
+    from clawgym_ros.coordinator.ablation import (
+        final_suite_yaml,
+        format_table,
+        paired_differences,
+    )
     from clawgym_ros.coordinator.config import load_loop_config
     from clawgym_ros.coordinator.graph import LoopGraph, find_loop_config
     from clawgym_ros.errors import ConfigError
 
     if args.seeds < 1:
         raise ConfigError("--seeds", args.seeds, "an integer >= 1")
+    if args.final_episodes < 0:
+        raise ConfigError("--final-episodes", args.final_episodes, "an integer >= 0")
     path = find_loop_config(args.config)
     cfg = load_loop_config(path, iterations=args.iterations)
+    final_suite = (final_suite_yaml(cfg.eval_suite, args.final_episodes)
+                   if args.final_episodes else None)   # a bad suite fails before any loop
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    checkpoints: dict[str, dict[int, str]] = {"closed": {}, "open": {}}
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     finals: dict[str, dict[int, dict]] = {"closed": {}, "open": {}}
     budgets: dict[str, dict[int, dict]] = {"closed": {}, "open": {}}
@@ -54,23 +72,66 @@ def run(args: argparse.Namespace) -> int:
                     state = graph.run_loop(path, run_dir, view, iterations=args.iterations,
                                            seed=seed, mode=mode)
                 finals[mode][seed] = state["history"][-1]["scores"]
+                checkpoints[mode][seed] = state["iterations"][-1]["checkpoint_id"]
                 budgets[mode][seed] = {"iterations": len(state["history"]),
                                        "episodes": state["episodes_used"],
                                        "train_steps": state["steps_used"],
                                        "final_report_id": state["final_report_id"],
                                        "stop_reason": state["stop_reason"]}
     result = paired_differences(finals["closed"], finals["open"])
-    data = {"config": str(path), "loop": cfg.to_dict(), "seeds": seeds, "budgets": budgets,
-            "scores": finals, "differences": result}
-    from clawgym_ros.artifacts import atomic_write_json
+    data: dict[str, Any] = {"config": str(path), "loop": cfg.to_dict(), "seeds": seeds,
+                            "budgets": budgets, "scores": finals, "differences": result}
+    from clawgym_ros.artifacts import atomic_write_json, atomic_write_text
 
-    atomic_write_json(out / "ablation.json", data)
     print(f"closed loop - open loop, {len(seeds)} seed(s), equal budget "
           f"({cfg.iterations} x {cfg.episodes_per_iteration} episodes, "
-          f"{cfg.iterations} x {cfg.train_steps} steps), suite {Path(cfg.eval_suite).name}:")
+          f"{cfg.iterations} x {cfg.train_steps} steps)")
+    print(f"loops' last reports (suite {Path(cfg.eval_suite).name}, the one the closed loop "
+          "steered by):")
     print("\n".join(format_table(result)))
+    if final_suite is not None:
+        suite_path = out / "final_suite.yaml"
+        atomic_write_text(suite_path, final_suite)
+        scores = {mode: {seed: _final_scores(out / f"seed{seed}" / mode, ckpt, suite_path,
+                                             args.final_seed, cfg.workers)
+                         for seed, ckpt in checkpoints[mode].items()}
+                  for mode in ("closed", "open")}
+        final = paired_differences(scores["closed"], scores["open"])
+        data["final"] = {"suite": str(suite_path), "seed": args.final_seed,
+                         "episodes_per_cell": args.final_episodes, "checkpoints": checkpoints,
+                         "scores": scores, "differences": final}
+        print(f"final evaluation of the last checkpoints ({args.final_episodes} episodes per "
+              f"cell, suite seed {args.final_seed}):")
+        print("\n".join(format_table(final)))
+    atomic_write_json(out / "ablation.json", data)
     print(out / "ablation.json")
     return 0
+
+
+def _final_scores(run_dir: Path, checkpoint_id: str, suite: Path, seed: int,
+                  workers: int) -> dict:
+    """Scores of ``checkpoint_id`` on the final suite (in process; a report of the same
+    checkpoint, suite and seed already in ``run_dir`` is reused, so a rerun resumes)."""
+    from clawgym_ros import constants as C
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.coordinator.runner import EvaluateGoal, find_report, read_report
+    from clawgym_ros.evaluation.config import EvalConfig
+    from clawgym_ros.evaluation.rollout import PolicySource
+    from clawgym_ros.evaluation.run import run_evaluation
+    from clawgym_ros.evaluation.workers import default_workers
+
+    store = ArtifactStore(run_dir)
+    goal = EvaluateGoal(checkpoint_id=checkpoint_id, suite=str(suite), seed=seed,
+                        mode=C.EVAL_MODES[0], workers=workers, run_dir=str(run_dir))
+    report_id = find_report(store, goal)
+    if report_id is None:
+        cfg = EvalConfig(suite=str(suite), seed=seed, workers=workers or default_workers(),
+                         checkpoint_id=checkpoint_id)
+        print(f"final evaluation: {run_dir.parent.name} {run_dir.name} "
+              f"checkpoint {checkpoint_id[:12]}", file=sys.stderr)
+        report_id = run_evaluation(cfg, PolicySource.parse(checkpoint_id, str(run_dir)),
+                                   run_dir).report_id
+    return read_report(store, report_id)["scores"]
 
 
 def load_ablation(path: str | Path) -> dict:

@@ -4,17 +4,25 @@ For each seed both arms run the same loop config (same iterations, episodes and 
 per iteration, same evaluation suite and evaluation seed); they differ only in ``mode``.
 The difference of the final scores ``closed - open`` is paired by seed; its mean gets a
 Student t interval (df = K - 1) and a seeded percentile bootstrap interval over seeds.
+
+Two comparisons: the loops' own last reports (the suite the closed loop steered by: 6
+episodes per cell in the pick_place loops), and a final evaluation of both arms' last
+checkpoints on the same suite with more episodes and a seed no loop used
+(:data:`FINAL_EPISODES`, :data:`FINAL_SEED`): the closed loop's decisions were taken on the
+first, so only the second is free of selection on its episodes.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from clawgym_ros import constants as C
+from clawgym_ros.errors import ConfigError
 
 
 def t_interval(values: Sequence[float], confidence: float = 0.95
@@ -73,6 +81,39 @@ def paired_differences(closed: Mapping[int, Mapping[str, Any]],
             entry.update(mean_diff=None, t_ci=[None, None], bootstrap_ci=[None, None])
         out[dim] = entry
     return out
+
+
+#: Suite seed of the ablation's final evaluation: episodes no loop steered by (every loop
+#: evaluates with a seed derived from its own loop seed).
+FINAL_SEED = 7777
+#: Episodes per cell of the final evaluation (the loop suites use 6, too few to compare arms).
+FINAL_EPISODES = 20
+
+
+def final_suite_yaml(suite_path: str | Path, episodes_per_cell: int) -> str:
+    """The loop's evaluation suite with ``episodes_per_cell`` episodes per cell, as YAML text
+    (the ablation's final evaluation: same cells, more episodes, another seed).
+
+    Raises:
+        ConfigError: unreadable suite, or ``episodes_per_cell`` < 1.
+    """
+    import yaml
+
+    from clawgym_ros.config import check_int, load_yaml
+    from clawgym_ros.evaluation.suites import parse_suite
+
+    check_int("--final-episodes", episodes_per_cell, 1, 10_000)
+    data = load_yaml(suite_path)
+    parse_suite(data, str(suite_path))          # the source is a valid suite
+    if not isinstance(data, dict):
+        raise ConfigError("suite", data, "a mapping", str(suite_path))
+    data = dict(data, name=f"{data.get('name', 'suite')}_final",
+                episodes_per_cell=int(episodes_per_cell),
+                description=f"final evaluation of `clawgym ablate`: {suite_path} with "
+                            f"{episodes_per_cell} episodes per cell")
+    text = yaml.safe_dump(data, sort_keys=False)
+    parse_suite(yaml.safe_load(text), "final suite")
+    return text
 
 
 def format_table(result: Mapping[str, Any]) -> list[str]:
