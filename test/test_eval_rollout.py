@@ -127,6 +127,8 @@ def test_graph_processes_interpose_only_what_the_suite_needs(specs):
     procs = graph_processes(specs, POLICY, "")
     names = [p.name for p in procs]
     assert names == [C.NODE_SIM, C.NODE_SENSOR_NOISE, C.NODE_LIGHTING, C.NODE_POLICY]
+    # The observation interposer is reliable both ways in lockstep; lighting has no topics.
+    assert procs[1].args == ("--ros-args", "-p", "reliable:=true") and procs[2].args == ()
     nominal = graph_processes([s for s in specs if not s.families], POLICY, "")
     assert [p.name for p in nominal] == [C.NODE_SIM, C.NODE_POLICY]
     assert "joint_states:=joint_states_raw" in nominal[-1].args

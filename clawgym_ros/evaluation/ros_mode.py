@@ -202,7 +202,10 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
     procs = [ProcessSpec(C.NODE_SIM, "clawgym_ros.nodes.sim_node", tuple(sim_args))]
     for family in families:
         node = INTERPOSERS[family]
-        procs.append(ProcessSpec(node, f"clawgym_ros.nodes.{node}", ()))
+        # The observation interposers sit between two lockstep nodes: reliable both ways (a
+        # lost input would shift their random stream away from the in-process wrapper's).
+        args = (("--ros-args", "-p", "reliable:=true") if family in HOLD_FAMILIES else ())
+        procs.append(ProcessSpec(node, f"clawgym_ros.nodes.{node}", args))
     remaps: list[str] = []
     if C.FAMILY_SENSOR_NOISE not in families:
         remaps += [f"{C.TOPIC_JOINT_STATES}:={C.TOPIC_JOINT_STATES_RAW}",

@@ -21,7 +21,7 @@ from clawgym_ros.perturbations.gps import STATUS_NO_FIX, GpsDropout, GpsFix
 from clawgym_ros.ros_io.convert import time_seconds
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.perturbation import PerturbationHost
-from clawgym_ros.ros_io.qos import SENSOR_QOS
+from clawgym_ros.ros_io.qos import interposer_qos
 from clawgym_ros.ros_io.spin import spin
 
 
@@ -31,6 +31,9 @@ class GpsTopics:
 
     fix_in: str = dataclasses.field(default=C.TOPIC_GPS_RAW, metadata={"help": "raw NavSatFix"})
     fix_out: str = dataclasses.field(default=C.TOPIC_GPS, metadata={"help": "perturbed fixes"})
+    reliable: bool = dataclasses.field(default=False, metadata={"help": (
+        "reliable input and output (behind a lockstep sim_node: a lost sample would shift the "
+        "perturbation stream); false = sensor QoS, best effort")})
 
 
 class GpsDropoutNode(Node):
@@ -40,8 +43,9 @@ class GpsDropoutNode(Node):
         super().__init__(C.NODE_GPS_DROPOUT)
         self.host = PerturbationHost(self, GpsDropout)
         topics = declare_config(self, GpsTopics)
-        self.pub = self.create_publisher(NavSatFix, topics.fix_out, SENSOR_QOS)
-        self.create_subscription(NavSatFix, topics.fix_in, self._on_fix, SENSOR_QOS)
+        qos = interposer_qos(topics.reliable)
+        self.pub = self.create_publisher(NavSatFix, topics.fix_out, qos)
+        self.create_subscription(NavSatFix, topics.fix_in, self._on_fix, qos)
 
     def _on_fix(self, msg: NavSatFix) -> None:
         fix = GpsFix(msg.latitude, msg.longitude, msg.altitude, time_seconds(msg.header.stamp),

@@ -32,7 +32,7 @@ from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import time_seconds
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.perturbation import PerturbationHost
-from clawgym_ros.ros_io.qos import SENSOR_QOS
+from clawgym_ros.ros_io.qos import interposer_qos
 from clawgym_ros.ros_io.spin import spin
 
 
@@ -53,6 +53,9 @@ class SensorNoiseTopics:
         default=C.TOPIC_OBJECT_POSES_RAW, metadata={"help": "raw PoseArray of object poses"})
     object_poses_out: str = dataclasses.field(
         default=C.TOPIC_OBJECT_POSES, metadata={"help": "perturbed PoseArray"})
+    reliable: bool = dataclasses.field(default=False, metadata={"help": (
+        "reliable input and output (behind a lockstep sim_node: a lost sample would shift the "
+        "perturbation stream); false = sensor QoS, best effort")})
 
 
 class SensorNoiseNode(Node):
@@ -63,6 +66,7 @@ class SensorNoiseNode(Node):
         self.host = PerturbationHost(self, SensorNoise)
         topics = declare_config(self, SensorNoiseTopics)
         self._pubs = {}
+        qos = interposer_qos(topics.reliable)
         for kind, msg_type, callback in (
             ("joint_states", JointState, self._on_joints),
             ("imu", Imu, self._on_imu),
@@ -71,8 +75,8 @@ class SensorNoiseNode(Node):
         ):
             src, dst = getattr(topics, f"{kind}_in"), getattr(topics, f"{kind}_out")
             if src and dst:
-                self._pubs[kind] = self.create_publisher(msg_type, dst, SENSOR_QOS)
-                self.create_subscription(msg_type, src, callback, SENSOR_QOS)
+                self._pubs[kind] = self.create_publisher(msg_type, dst, qos)
+                self.create_subscription(msg_type, src, callback, qos)
 
     @property
     def core(self) -> SensorNoise:

@@ -35,3 +35,10 @@ CLOCK_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.VOLATILE,
 )
+
+
+def interposer_qos(reliable: bool) -> QoSProfile:
+    """QoS of a perturbation interposer's input and output: sensor QoS (best effort, matches
+    any publisher), or reliable behind a lockstep sim_node, where a lost input sample would
+    shift the interposer's random stream away from the in-process one."""
+    return LOCKSTEP_SENSOR_QOS if reliable else SENSOR_QOS
