@@ -5,9 +5,9 @@ Given the loop state and the report of the iteration that just finished, decide:
 - stop or go on: every target met, or the iteration / episode / training-step budget spent;
 - the next synthesis mixture: each cell's share is multiplied by ``(1 + gain * task) *
   (1 + gain * own)``: ``task`` = the task's functional shortfall (every cell of the task),
-  ``own`` = the relative shortfall of the perturbation gaps of a perturbed cell's family
-  (generalization gaps are recorded, not steered by); see :func:`cell_deviation`; then shares
-  are renormalized so that every cell keeps at least ``mixture_floor`` (water-filling);
+  ``own`` = the cell's own gaps (perturbation gaps for a family's cells, generalization gaps
+  for a task's nominal cells); see :func:`cell_deviation`; then shares are renormalized so
+  that every cell keeps at least ``mixture_floor`` (water-filling);
 - the perturbation intensity range of every family (ADR): the family's stability at the upper
   end of its range (report success there, interpolated on the suite's grid, over nominal
   success) at or above ``widen_threshold`` widens the range by ``step``; below
@@ -236,24 +236,6 @@ def _gap_ref(gap: Mapping[str, Any]) -> dict[str, Any]:
             "capability": gap.get("capability"), "kind": gap.get("kind")}
 
 
-def relative_shortfall(gap: Mapping[str, Any]) -> float:
-    """A gap's deviation relative to its reference success, in [0, 1]: 1 - success /
-    reference, the shortfall of the ratio the report scores (stability for a perturbation
-    gap), so a weak policy that collapses under a condition counts as much as a strong one."""
-    reference = _value(gap.get("reference"))
-    deviation = max(float(gap.get("deviation") or 0.0), 0.0)
-    if not reference:
-        return 0.0
-    return round(min(deviation / reference, 1.0), _ROUND)
-
-
-def _steering_ref(gap: Mapping[str, Any]) -> dict[str, Any]:
-    """A perturbation gap as a mixture driver: ``deviation`` = its relative shortfall,
-    ``absolute`` = the report's success drop."""
-    return {**_gap_ref(gap), "deviation": relative_shortfall(gap),
-            "absolute": gap["deviation"]}
-
-
 def task_success(report: Mapping[str, Any], task: str) -> float | None:
     """Nominal success of ``task``: the last (``success``) stage of its funnel in the report,
     else the report's functional score (all tasks pooled)."""
@@ -272,23 +254,23 @@ def cell_deviation(cell: Mapping[str, Any], report: Mapping[str, Any], cfg: Loop
         ``(task, own, drivers)``: ``task`` = the task's functional shortfall (functional
         target - the task's nominal success, when a target is set), which counts for every
         cell of the task, perturbed ones included (a demonstration under a perturbation is a
-        whole demonstration of the task: the expert completes it); ``own`` = for a perturbed
-        cell the largest relative shortfall (:func:`relative_shortfall`) of the perturbation
-        gaps that involve its family, 0 for a nominal cell. The plan multiplies a share by
-        ``(1 + gain * task) * (1 + gain * own)``: a weak task gets more of all its cells, and
-        among them the failing conditions get more still (a family the policy does not feel,
-        e.g. lighting for a state policy, stays level with nominal); in a one-task loop the
-        task factor cancels out. Generalization gaps do not steer the mixture: its cells hold
-        the training templates only, the held-out ones are never synthesized (the plan records
-        those gaps among its reasons).
+        whole demonstration of the task: the expert completes it); ``own`` = the cell's own
+        shortfall: for a perturbed cell the largest deviation of the perturbation gaps that
+        involve its family, for a nominal cell the largest of its task's generalization gaps.
+        The plan multiplies a share by ``(1 + gain * task) * (1 + gain * own)``: a weak task
+        gets more of all its cells, and among them the failing conditions get more still (a
+        family the policy does not feel, e.g. lighting for a state policy, stays level with
+        nominal); in a one-task loop the task factor cancels out.
     """
     drivers: list[dict[str, Any]] = []
     own: list[dict[str, Any]] = []
     family = cell["family"]
     for gap in report.get("gaps", ()):
-        if (family != C.FAMILY_NONE and gap.get("kind") == "perturbation"
-                and family in (gap.get("families") or ())):
-            own.append(_steering_ref(gap))
+        if family != C.FAMILY_NONE:
+            if gap.get("kind") == "perturbation" and family in (gap.get("families") or ()):
+                own.append(_gap_ref(gap))
+        elif gap.get("kind") == "generalization" and gap.get("task") == cell["task"]:
+            own.append(_gap_ref(gap))
     base = 0.0
     if C.DIM_FUNCTIONAL in cfg.targets:
         value = task_success(report, cell["task"])
@@ -302,10 +284,9 @@ def cell_deviation(cell: Mapping[str, Any], report: Mapping[str, Any], cfg: Loop
 
 
 def hardening_deviation(report: Mapping[str, Any]) -> tuple[float, list[dict[str, Any]]]:
-    """Largest relative shortfall of the perturbation gaps of families that act on
-    observations (sensor noise, GPS dropout: what training-time hardening emulates), and
-    those gaps."""
-    gaps = [_steering_ref(g) for g in report.get("gaps", ())
+    """Largest deviation of the perturbation gaps of families that act on observations
+    (sensor noise, GPS dropout: what training-time hardening emulates), and those gaps."""
+    gaps = [_gap_ref(g) for g in report.get("gaps", ())
             if g.get("kind") == "perturbation"
             and set(g.get("families") or ()) & set(OBSERVATION_FAMILIES)]
     return max((max(float(g["deviation"]), 0.0) for g in gaps), default=0.0), gaps
@@ -425,11 +406,6 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
                            task_factor * (1.0 + cfg.group_weight_gain * own_dev)), _ROUND)
             group_weights[pattern] = max(group_weights.get(pattern, 1.0), gw)
         shares = apply_floor(raw, cfg.mixture_floor)
-        for gap in report.get("gaps", ()):
-            if gap.get("kind") == "generalization":
-                reasons.append(f"{gap['condition']} (deviation {gap['deviation']:g}): not "
-                               "steered by the mixture (held-out templates are never "
-                               "synthesized)")
         for key, new in zip(keys, shares):
             old = weights[key]
             if abs(new - old) > 1e-9:
