@@ -59,6 +59,16 @@ LOOP = """loop:
 """
 
 
+def _write_config(tmp_path: Path) -> Path:
+    """The small loop's config (and its suite) under ``tmp_path/cfg``; returns the config."""
+    cfg_dir = tmp_path / "cfg"
+    cfg_dir.mkdir()
+    (cfg_dir / "suite.yaml").write_text(SUITE)
+    config = cfg_dir / "loop.yaml"
+    config.write_text(LOOP)
+    return config
+
+
 def _loop_cli(config: Path, out: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen(
@@ -130,11 +140,7 @@ def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(tmp_path, c
     from clawgym_ros.cli import main
     from clawgym_ros.training.checkpoint import complete_steps
 
-    cfg_dir = tmp_path / "cfg"
-    cfg_dir.mkdir()
-    (cfg_dir / "suite.yaml").write_text(SUITE)
-    config = cfg_dir / "loop.yaml"
-    config.write_text(LOOP)
+    config = _write_config(tmp_path)
 
     # 1. The uninterrupted reference.
     ref = tmp_path / "ref"
@@ -236,11 +242,7 @@ def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(tmp_path, c
 def test_sigterm_stops_the_loop_and_every_node(tmp_path):
     """`kill <clawgym pid>` (SIGTERM, as a job scheduler or a CI timeout sends) unwinds like
     Ctrl-C: exit 143 and no node process left behind."""
-    cfg_dir = tmp_path / "cfg"
-    cfg_dir.mkdir()
-    (cfg_dir / "suite.yaml").write_text(SUITE)
-    config = cfg_dir / "loop.yaml"
-    config.write_text(LOOP)
+    config = _write_config(tmp_path)
     run = (tmp_path / "run").resolve()
     proc = _loop_cli(config, run)
     deadline = time.monotonic() + 120
@@ -270,11 +272,7 @@ def test_ablate_runs_both_arms_and_a_final_evaluation(tmp_path, capsys):
     another seed) are compared per dimension; a rerun resumes without recomputing."""
     from clawgym_ros.cli import main
 
-    cfg_dir = tmp_path / "cfg"
-    cfg_dir.mkdir()
-    (cfg_dir / "suite.yaml").write_text(SUITE)
-    config = cfg_dir / "loop.yaml"
-    config.write_text(LOOP)
+    config = _write_config(tmp_path)
     out = tmp_path / "ablate"
     argv = ["ablate", "--config", str(config), "--seeds", "1", "--iterations", "1",
             "--out", str(out), "--final-episodes", "3", "--final-seed", "99"]
