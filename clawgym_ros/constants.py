@@ -110,6 +110,9 @@ PERTURBATION_FAMILIES: tuple[str, ...] = (
     FAMILY_GPS_DROPOUT,
     FAMILY_DYNAMICS,
 )
+#: Families that act on what the policy observes (interposed on sensor topics; their samples
+#: may be dropped; training-time hardening emulates them).
+OBSERVATION_FAMILIES: tuple[str, ...] = (FAMILY_SENSOR_NOISE, FAMILY_GPS_DROPOUT)
 SCHEDULES: tuple[str, ...] = ("constant", "stepped", "random")
 
 # --- Evaluation dimensions ------------------------------------------------------------------

@@ -88,9 +88,8 @@ def _finish(proc: subprocess.Popen, timeout: float) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
-def _trainer_pid(run_dir: Path) -> int | None:
-    """The trainer_node process serving ``run_dir`` (found by its own command line)."""
-    want = f"run_dir:={run_dir}"
+def _command_lines():
+    """(pid, argv) of every process this user can read."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -98,26 +97,21 @@ def _trainer_pid(run_dir: Path) -> int | None:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        args = [a.decode(errors="replace") for a in argv]
-        if "clawgym_ros.nodes.trainer_node" in args and want in args:
-            return int(entry.name)
-    return None
+        yield int(entry.name), [a.decode(errors="replace") for a in argv]
+
+
+def _trainer_pid(run_dir: Path) -> int | None:
+    """The trainer_node process serving ``run_dir`` (found by its own command line)."""
+    want = f"run_dir:={run_dir}"
+    return next((pid for pid, args in _command_lines()
+                 if "clawgym_ros.nodes.trainer_node" in args and want in args), None)
 
 
 def _node_pids(run_dir: Path) -> list[int]:
     """Node processes of the loop writing to ``run_dir`` (by their command lines)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if any(a.startswith("clawgym_ros.nodes.") for a in args) and \
-                any(str(run_dir) in a for a in args):
-            pids.append(int(entry.name))
-    return pids
+    return [pid for pid, args in _command_lines()
+            if any(a.startswith("clawgym_ros.nodes.") for a in args)
+            and any(str(run_dir) in a for a in args)]
 
 
 def _state(run_dir: Path) -> dict | None:

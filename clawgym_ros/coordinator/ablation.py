@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from clawgym_ros import constants as C
-from clawgym_ros.errors import ConfigError
 
 
 def t_interval(values: Sequence[float], confidence: float = 0.95
@@ -104,9 +103,7 @@ def final_suite_yaml(suite_path: str | Path, episodes_per_cell: int) -> str:
 
     check_int("--final-episodes", episodes_per_cell, 1, 10_000)
     data = load_yaml(suite_path)
-    parse_suite(data, str(suite_path))          # the source is a valid suite
-    if not isinstance(data, dict):
-        raise ConfigError("suite", data, "a mapping", str(suite_path))
+    parse_suite(data, str(suite_path))          # the source is a valid suite (a mapping)
     data = dict(data, name=f"{data.get('name', 'suite')}_final",
                 episodes_per_cell=int(episodes_per_cell),
                 description=f"final evaluation of `clawgym ablate`: {suite_path} with "

@@ -45,8 +45,6 @@ PHASE_EVALUATE = "evaluate"
 PHASE_DONE = "done"
 PHASE_FAILED = "failed"
 _ROUND = 6
-#: Families that perturb what the policy observes (hardening adds noise to observations).
-OBSERVATION_FAMILIES: tuple[str, ...] = (C.FAMILY_SENSOR_NOISE, C.FAMILY_GPS_DROPOUT)
 
 
 def derive_seed(seed: int, stream: str, iteration: int = 0) -> int:
@@ -236,6 +234,16 @@ def _gap_ref(gap: Mapping[str, Any]) -> dict[str, Any]:
             "capability": gap.get("capability"), "kind": gap.get("kind")}
 
 
+def _largest_deviation(refs: Sequence[Mapping[str, Any]]) -> float:
+    """The largest non-negative ``deviation`` of gap references (0 without any)."""
+    return max((max(float(r["deviation"]), 0.0) for r in refs), default=0.0)
+
+
+def nominal_success(report: Mapping[str, Any]) -> float | None:
+    """Nominal success the report's robustness ratios are taken against (None: unmeasured)."""
+    return _value(report.get("aggregated", {}).get(C.DIM_ROBUSTNESS, {}).get("nominal"))
+
+
 def task_success(report: Mapping[str, Any], task: str) -> float | None:
     """Nominal success of ``task``: the last (``success``) stage of its funnel in the report,
     else the report's functional score (all tasks pooled)."""
@@ -279,8 +287,7 @@ def cell_deviation(cell: Mapping[str, Any], report: Mapping[str, Any], cfg: Loop
             drivers.append({"condition": f"functional<target:{cell['task']}",
                             "kind": "functional", "deviation": base, "capability": None})
     drivers += own
-    own_dev = max((max(float(d["deviation"]), 0.0) for d in own), default=0.0)
-    return base, round(own_dev, _ROUND), drivers
+    return base, round(_largest_deviation(own), _ROUND), drivers
 
 
 def hardening_deviation(report: Mapping[str, Any]) -> tuple[float, list[dict[str, Any]]]:
@@ -288,8 +295,8 @@ def hardening_deviation(report: Mapping[str, Any]) -> tuple[float, list[dict[str
     (sensor noise, GPS dropout: what training-time hardening emulates), and those gaps."""
     gaps = [_gap_ref(g) for g in report.get("gaps", ())
             if g.get("kind") == "perturbation"
-            and set(g.get("families") or ()) & set(OBSERVATION_FAMILIES)]
-    return max((max(float(g["deviation"]), 0.0) for g in gaps), default=0.0), gaps
+            and set(g.get("families") or ()) & set(C.OBSERVATION_FAMILIES)]
+    return _largest_deviation(gaps), gaps
 
 
 def family_stability(report: Mapping[str, Any], family: str, intensity: float
@@ -300,7 +307,7 @@ def family_stability(report: Mapping[str, Any], family: str, intensity: float
         (stability or None when not measurable, a note on how it was obtained).
     """
     rob = report.get("aggregated", {}).get(C.DIM_ROBUSTNESS, {})
-    nominal = _value(rob.get("nominal"))
+    nominal = nominal_success(report)
     cells = [c for c in rob.get("cells", ()) if list(c.get("families", ())) == [family]]
     if not cells:
         return None, "not measured by the evaluation suite"
@@ -413,7 +420,7 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
                                 for d in drivers.get(key, ())) or "no gap: relative share"
                 reasons.append(f"mixture {key}: {old:.3f} -> {new:.3f} ({why})")
         weights = dict(zip(keys, shares))
-        nominal = _value(report.get("aggregated", {}).get(C.DIM_ROBUSTNESS, {}).get("nominal"))
+        nominal = nominal_success(report)
         for family, (low, high) in sorted(ranges.items()):
             stab, note = family_stability(report, family, high)
             entry = {"before": [low, high], "stability": stab, "note": note}

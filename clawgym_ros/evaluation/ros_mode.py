@@ -53,7 +53,7 @@ POLICY_MODES: tuple[str, ...] = (POLICY_LOCKSTEP, POLICY_FREE)
 #: Service of policy_node that starts a new episode (std_srvs/Trigger), relative to its name.
 SRV_POLICY_RESET = "reset"
 #: Families whose interposers may drop sensor samples (policy_node then holds via /clock).
-HOLD_FAMILIES: tuple[str, ...] = (C.FAMILY_SENSOR_NOISE, C.FAMILY_GPS_DROPOUT)
+HOLD_FAMILIES: tuple[str, ...] = C.OBSERVATION_FAMILIES
 #: Interposer node of each observation-side family and its console module.
 INTERPOSERS: dict[str, str] = {
     C.FAMILY_SENSOR_NOISE: C.NODE_SENSOR_NOISE,

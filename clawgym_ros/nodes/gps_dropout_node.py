@@ -21,7 +21,7 @@ from clawgym_ros.perturbations.gps import STATUS_NO_FIX, GpsDropout, GpsFix
 from clawgym_ros.ros_io.convert import time_seconds
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.perturbation import PerturbationHost
-from clawgym_ros.ros_io.qos import interposer_qos
+from clawgym_ros.ros_io.qos import interposer_qos, reliable_field
 from clawgym_ros.ros_io.spin import spin
 
 
@@ -31,9 +31,7 @@ class GpsTopics:
 
     fix_in: str = dataclasses.field(default=C.TOPIC_GPS_RAW, metadata={"help": "raw NavSatFix"})
     fix_out: str = dataclasses.field(default=C.TOPIC_GPS, metadata={"help": "perturbed fixes"})
-    reliable: bool = dataclasses.field(default=False, metadata={"help": (
-        "reliable input and output (behind a lockstep sim_node: a lost sample would shift the "
-        "perturbation stream); false = sensor QoS, best effort")})
+    reliable: bool = reliable_field()
 
 
 class GpsDropoutNode(Node):

@@ -32,7 +32,7 @@ from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import time_seconds
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.perturbation import PerturbationHost
-from clawgym_ros.ros_io.qos import interposer_qos
+from clawgym_ros.ros_io.qos import interposer_qos, reliable_field
 from clawgym_ros.ros_io.spin import spin
 
 
@@ -53,9 +53,7 @@ class SensorNoiseTopics:
         default=C.TOPIC_OBJECT_POSES_RAW, metadata={"help": "raw PoseArray of object poses"})
     object_poses_out: str = dataclasses.field(
         default=C.TOPIC_OBJECT_POSES, metadata={"help": "perturbed PoseArray"})
-    reliable: bool = dataclasses.field(default=False, metadata={"help": (
-        "reliable input and output (behind a lockstep sim_node: a lost sample would shift the "
-        "perturbation stream); false = sensor QoS, best effort")})
+    reliable: bool = reliable_field()
 
 
 class SensorNoiseNode(Node):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from rclpy.qos import (
     DurabilityPolicy,
     HistoryPolicy,
@@ -42,3 +45,11 @@ def interposer_qos(reliable: bool) -> QoSProfile:
     any publisher), or reliable behind a lockstep sim_node, where a lost input sample would
     shift the interposer's random stream away from the in-process one."""
     return LOCKSTEP_SENSOR_QOS if reliable else SENSOR_QOS
+
+
+def reliable_field() -> Any:
+    """The interposers' ``reliable`` parameter (a dataclass field of their topic configs),
+    chosen by :func:`interposer_qos`."""
+    return dataclasses.field(default=False, metadata={"help": (
+        "reliable input and output (behind a lockstep sim_node: a lost sample would shift the "
+        "perturbation stream); false = sensor QoS, best effort")})
