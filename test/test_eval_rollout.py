@@ -132,3 +132,7 @@ def test_graph_processes_interpose_only_what_the_suite_needs(specs):
     nominal = graph_processes([s for s in specs if not s.families], POLICY, "")
     assert [p.name for p in nominal] == [C.NODE_SIM, C.NODE_POLICY]
     assert "joint_states:=joint_states_raw" in nominal[-1].args
+    # policy_node's chunk bound only when asked for (its default: MAX_CHUNK).
+    assert not any("max_chunk" in a for a in nominal[-1].args)
+    per_step = graph_processes(specs, POLICY, "", max_chunk=1)
+    assert "max_chunk:=1" in per_step[-1].args

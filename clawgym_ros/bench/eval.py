@@ -17,7 +17,11 @@ baseline ``scripted:pick_place:grasp_height=0.015``, ``scene`` world, 120 steps 
   alternating order (1 then 2, 2 then 1, ...); speed-up = the median of the pairs' t1 / t2
   (one pair on this shared 2-core VM ranged 1.1-1.9x in five runs).
 - ``ros``: control steps/s of the ROS lockstep path (sim_node + policy_node + the evaluator's
-  driver in this process) after a first warm-up episode; also each process's CPU ms per step.
+  driver in this process) after a first warm-up episode, as ``clawgym eval --mode ros`` runs
+  it: the scripted expert acts open loop once planned, so policy_node sends its actions as
+  chunks (``max_chunk`` 50) and sim_node runs them without a round trip per step; also each
+  process's CPU ms per step. ``ros_per_step``: the same episodes with ``max_chunk`` 1 (a
+  command per control step, the path of a policy that reads every observation).
 
 On a small machine shared with other jobs all three depend on the load (``load_avg`` is
 recorded); ratios are taken within one run.
@@ -112,12 +116,12 @@ def _scaling(specs: list[Any], repeats: int = 1) -> dict[str, Any]:
     }
 
 
-def _ros(specs: list[Any]) -> dict[str, Any]:
+def _ros(specs: list[Any], max_chunk: int | None = None) -> dict[str, Any]:
     try:
         from clawgym_ros.ros_io.eval_graph import measure_lockstep
     except ImportError as err:
         return {"skipped": f"rclpy not importable: {err}"}
-    return measure_lockstep(specs, POLICY, MAX_STEPS)
+    return measure_lockstep(specs, POLICY, MAX_STEPS, max_chunk=max_chunk)
 
 
 def bench_eval(quick: bool = False, seed: int = 0) -> dict[str, Any]:
@@ -129,6 +133,7 @@ def bench_eval(quick: bool = False, seed: int = 0) -> dict[str, Any]:
         "inprocess": _inprocess(_specs(4 if quick else 30, seed)),
         "scaling": _scaling(_specs(4 if quick else 48, seed), 1 if quick else 5),
         "ros": _ros(_specs(3 if quick else 12, seed)),
+        "ros_per_step": _ros(_specs(3 if quick else 12, seed), max_chunk=1),
     }
     result["load_avg"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     return result

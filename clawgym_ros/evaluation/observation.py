@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from clawgym_ros import constants as C
-from clawgym_ros.errors import ConfigError
+from clawgym_ros.errors import ClawgymError, ConfigError
 
 #: Joint positions whose names are not in a message keep these values (home pose).
 _ARM_NAMES = tuple(C.ARM_JOINTS)
@@ -218,6 +218,27 @@ def trajectory_points(command: ArmCommand, control_dt: float
     return [(control_dt, command.positions, command.velocities),
             (control_dt + horizon, command.positions + command.velocities * horizon,
              command.velocities)]
+
+
+def chunk_points(commands: Sequence[ArmCommand], step_ns: int
+                 ) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Trajectory points (time from start in ns, positions, velocities) of a lockstep chunk:
+    command ``i`` at ``(i + 1) step``, the time sim_node samples it at (the end of the ``i``-th
+    step from the stamp), with its velocity feed-forward or an explicit zero (an estimated
+    velocity would differ from the env's action). See
+    :func:`~clawgym_ros.sim.trajectory.chunk_steps`.
+
+    Raises:
+        ClawgymError: a command without joint targets.
+    """
+    points = []
+    for i, command in enumerate(commands):
+        if command.positions is None:
+            raise ClawgymError("a chunk needs a joint target in every action")
+        velocities = (command.velocities if command.velocities is not None
+                      else np.zeros_like(command.positions))
+        points.append(((i + 1) * step_ns, command.positions, velocities))
+    return points
 
 
 def odom_vector(position: Sequence[float], orientation_wxyz: Sequence[float],

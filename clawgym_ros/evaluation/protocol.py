@@ -23,3 +23,29 @@ class Policy(Protocol):
 
     def act(self, obs: Observation) -> Action:
         """Return the next action for ``obs``."""
+
+
+def open_loop_steps(policy: Any) -> int:
+    """How many further ``act`` calls of ``policy`` will not read their observation.
+
+    A policy may say so with an ``open_loop_steps()`` method: a chunked policy returns the
+    actions left in its queue, a planner-driven expert the steps left in its plan. Policies
+    without the method read every observation (0).
+    """
+    method = getattr(policy, "open_loop_steps", None)
+    return max(int(method()), 0) if callable(method) else 0
+
+
+def act_chunk(policy: Policy, obs: Observation, max_steps: int) -> list[Action]:
+    """The actions ``policy`` takes from ``obs`` on without reading another observation.
+
+    The first is ``policy.act(obs)``; then as many more as the policy declares open loop
+    (:func:`open_loop_steps`), at most ``max_steps`` in all. Each later ``act`` gets the same
+    ``obs``, which the policy does not read, so the actions are exactly those it would take
+    step by step (the in-process runner's way): ``policy_node`` sends them as one
+    multi-point trajectory.
+    """
+    actions = [policy.act(obs)]
+    for _ in range(min(open_loop_steps(policy), max(int(max_steps), 1) - 1)):
+        actions.append(policy.act(obs))
+    return actions

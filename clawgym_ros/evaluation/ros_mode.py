@@ -26,8 +26,15 @@ episode unfolds exactly as in-process:
    last run) are dropped. At the end the evaluator waits (``no_step``) for the command on the
    last observation, so no command of an old episode reaches the next one.
 
-Per control step the critical path is two topic hops (sensors to policy_node, its command to
-sim_node); the evaluator is off it (one request per run). A command can never miss its step
+Chunks: a policy that acts open loop for its next steps (a chunked torch policy, the scripted
+expert's plan) gets them sent as one trajectory with a point per control step; sim_node runs
+those steps without waiting and policy_node does not act on the observations they produce
+(``max_chunk``; 1 = a command per step). After ``~/reset`` policy_node ignores samples until
+the new episode's t = 0 ones (it may still hold samples of the last episode: sim_node ran ahead).
+
+Per control step without a chunk the critical path is two topic hops (sensors to policy_node,
+its command to sim_node); within a chunk only sim_node's own work; the evaluator is off it
+(one request per run). A command can never miss its step
 (formerly, in about one run of four, a command reached sim_node after the next step request
 and was applied one step late).
 
@@ -43,7 +50,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from clawgym_ros import constants as C
-from clawgym_ros.config import check_choice, check_range
+from clawgym_ros.config import check_choice, check_int, check_range
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.evaluation.suites import EpisodeSpec
 
@@ -52,6 +59,8 @@ POLICY_FREE = "free"
 POLICY_MODES: tuple[str, ...] = (POLICY_LOCKSTEP, POLICY_FREE)
 #: Service of policy_node that starts a new episode (std_srvs/Trigger), relative to its name.
 SRV_POLICY_RESET = "reset"
+#: Default of ``policy_node``'s ``max_chunk``: one second of control steps at 50 Hz.
+MAX_CHUNK = 50
 #: Families whose interposers may drop sensor samples (policy_node then holds via /clock).
 HOLD_FAMILIES: tuple[str, ...] = C.OBSERVATION_FAMILIES
 #: Interposer node of each observation-side family and its console module.
@@ -84,8 +93,12 @@ class PolicyNodeConfig:
                              "stamp before holding their last value (dropped samples); 0 = "
                              "every stream always arrives (no /clock subscription)")
     control_dt: float = _f(0.02, "seconds per control step (joint trajectory timing)")
+    max_chunk: int = _f(MAX_CHUNK, "lockstep, arm: most control steps one joint_trajectory "
+                        "commands when the policy acts open loop (its action chunk or plan); "
+                        "1 = one command per observation")
 
     def __post_init__(self) -> None:
+        check_int("max_chunk", self.max_chunk, 1, 10_000)
         check_choice("scene", self.scene, (C.SCENE_TABLETOP, C.SCENE_OUTDOOR))
         check_choice("mode", self.mode, POLICY_MODES)
         check_range("control_rate", self.control_rate, 0.0, 1000.0, low_open=True)
@@ -177,10 +190,12 @@ def needed_families(specs: Iterable[EpisodeSpec]) -> list[str]:
 
 
 def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
-                    scene: str = C.SCENE_TABLETOP, image: bool = False) -> list[ProcessSpec]:
+                    scene: str = C.SCENE_TABLETOP, image: bool = False,
+                    max_chunk: int | None = None) -> list[ProcessSpec]:
     """sim_node (lockstep), the interposers the specs need and policy_node, with remaps.
 
     Without an observation interposer the policy reads the raw topics directly (remapped).
+    ``max_chunk`` sets policy_node's (None: its default).
 
     Raises:
         ConfigError: specs of several scenes.
@@ -217,6 +232,8 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
                    "-p", f"mode:={POLICY_LOCKSTEP}"]
     if not hold:
         policy_args += ["-p", "hold_timeout:=0.0"]
+    if max_chunk is not None:
+        policy_args += ["-p", f"max_chunk:={int(max_chunk)}"]
     if run_dir:
         # An empty parameter value does not parse on the ROS command line.
         policy_args += ["-p", f"run_dir:={run_dir}"]

@@ -31,6 +31,9 @@ LIFT_STAGES = ("reach", "grasp", "lift")
 REACH_TOLERANCE = 0.03        # m, tool to object centre
 GRASP_WIDTH = 0.075           # m, gripper narrower than open
 LIFT_HEIGHT = 0.05            # m above the initial height
+#: Steps ScriptedPick declares open loop once planned (it never reads another observation;
+#: a bound keeps the number finite).
+OPEN_LOOP_HORIZON = 1_000_000
 
 
 class LiftTracker(StageTracker):
@@ -125,6 +128,11 @@ class ScriptedPick:
         """Forget the episode's plan."""
         self.step = 0
         self.plan: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def open_loop_steps(self) -> int:
+        """Once planned (from the first observation), every later action comes from the plan:
+        the whole episode is open loop; before that, none."""
+        return 0 if self.plan is None else OPEN_LOOP_HORIZON
 
     def act(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The next joint target and gripper width."""

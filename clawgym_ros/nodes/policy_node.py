@@ -12,6 +12,13 @@ Modes: ``lockstep`` acts exactly once per observation stamp (see
 :class:`~clawgym_ros.evaluation.ros_mode.StampedBuffer`); ``free`` acts on a wall timer at
 ``control_rate`` with the latest values. Pure logic lives in the evaluation package.
 
+Chunks (lockstep, arm): a policy that declares its next actions open loop (a chunked torch
+policy's queue, the scripted expert's plan: :func:`~clawgym_ros.evaluation.protocol.act_chunk`)
+gets them sent as one trajectory of up to ``max_chunk`` points, one per control step
+(:func:`~clawgym_ros.evaluation.observation.chunk_points`); sim_node runs those steps without
+waiting, and the observations they produce are not acted on (the policy would not read them).
+The actions are exactly those of the step-by-step in-process run.
+
 Run: ``policy_node --ros-args -p policy:=scripted:pick_place -r joint_states:=joint_states_raw``
 """
 
@@ -37,9 +44,11 @@ from clawgym_ros.evaluation.observation import (
     ObservationAssembler,
     arm_command,
     base_command,
+    chunk_points,
     odom_vector,
     trajectory_points,
 )
+from clawgym_ros.evaluation.protocol import act_chunk
 from clawgym_ros.evaluation.rollout import PolicySource
 from clawgym_ros.evaluation.ros_mode import (
     POLICY_LOCKSTEP,
@@ -57,6 +66,11 @@ from clawgym_ros.ros_io.qos import (
     SENSOR_QOS,
 )
 from clawgym_ros.ros_io.spin import spin
+
+
+def _ns(stamp: float) -> int:
+    """Stamp seconds as integer nanoseconds (as the message carries it)."""
+    return int(round(stamp * 1e9))
 
 
 def _duration(seconds: float) -> Duration:
@@ -78,6 +92,11 @@ class PolicyNode(Node):
         self.assembler = ObservationAssembler(cfg.scene, cfg.image_key)
         self.buffer = StampedBuffer(self.assembler.required())
         self.actions = 0
+        # Lockstep: the last control step (stamp, ns) the published commands cover, and the
+        # inputs still waiting for their t = 0 sample after ~/reset (see _put).
+        self.covered_ns: int | None = None
+        self.starting: set[str] = set()
+        self.step_ns = int(round(cfg.control_dt * 1e9))
         # Lockstep: act only once the evaluator started an episode (its ~/reset call), so the
         # observation sim_node publishes when it comes up never produces a stray command.
         self.armed = cfg.mode != POLICY_LOCKSTEP
@@ -121,8 +140,24 @@ class PolicyNode(Node):
                                f"{', '.join(self.assembler.required())}")
 
     # ------------------------------------------------------------------ inputs
+    def _starts(self, stream: str, t: float) -> bool:
+        """Lockstep: False for a sample of the last episode taken after ~/reset.
+
+        With chunks sim_node runs ahead of this node, so samples of the episode that just
+        ended may still be queued here when the evaluator resets; the new episode begins
+        with sim/reset's t = 0 sample on every input, so anything before it is old.
+        """
+        if stream in self.starting:
+            if t != 0.0:
+                return False
+            self.starting.discard(stream)
+        return True
+
     def _put(self, stream: str, stamp, value) -> None:
-        self.buffer.put(stream, time_seconds(stamp), value)
+        t = time_seconds(stamp)
+        if not self._starts(stream, t):
+            return
+        self.buffer.put(stream, t, value)
         if self.config.mode == POLICY_LOCKSTEP:
             self._maybe_act()
 
@@ -152,12 +187,19 @@ class PolicyNode(Node):
             o.position, o.orientation_wxyz, o.linear_velocity, o.angular_velocity))
 
     def _on_clock(self, msg: Clock) -> None:
-        self.buffer.tick(time_seconds(msg.clock), time.monotonic())
+        t = time_seconds(msg.clock)
+        if not self._starts("clock", t):
+            return
+        self.buffer.tick(t, time.monotonic())
         self._maybe_act()
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
         self.policy.reset()
         self.buffer.reset()
+        self.covered_ns = None
+        if self.config.mode == POLICY_LOCKSTEP:
+            self.starting = {*self.buffer.streams, *(("clock",) if self.config.hold_timeout > 0
+                                                     else ())}
         self.armed = True
         response.success, response.message = True, f"reset after {self.actions} actions"
         return response
@@ -169,7 +211,8 @@ class PolicyNode(Node):
         stamp = self.buffer.ready(time.monotonic(), self.config.hold_timeout)
         if stamp is not None:
             self.buffer.acted = stamp
-            self._act(stamp)
+            if self.covered_ns is None or _ns(stamp) > self.covered_ns:
+                self._act(stamp)
 
     def _act_free(self) -> None:
         if len(self.buffer.latest) == len(self.buffer.streams):
@@ -180,10 +223,18 @@ class PolicyNode(Node):
             obs = self.assembler.assemble(self.buffer.values())
             if self.config.image_key:
                 obs[C.OBS_IMAGE] = obs[self.config.image_key]
-            action = self.policy.act(obs)
+            lockstep = self.config.mode == POLICY_LOCKSTEP
+            if lockstep and self.assembler.is_arm and self.config.max_chunk > 1:
+                actions = act_chunk(self.policy, obs, self.config.max_chunk)
+            else:
+                actions = [self.policy.act(obs)]
+            if len(actions) > 1:
+                self._publish_chunk(stamp, actions)
+                return
         except ClawgymError as err:
             self.get_logger().error(f"no action at t={stamp:.3f}: {err}")
             return
+        action = actions[0]
         self.actions += 1
         if not self.assembler.is_arm:
             twist = base_command(action)
@@ -191,7 +242,6 @@ class PolicyNode(Node):
                 self._twist_pub.publish(sensors.twist_msg([twist[0], 0, 0], [0, 0, twist[1]]))
             return
         cmd = arm_command(action)
-        lockstep = self.config.mode == POLICY_LOCKSTEP
         if cmd.gripper is not None and not lockstep:
             self._grip_pub.publish(GripperCommand(mode=GripperCommand.MODE_WIDTH,
                                                   width=cmd.gripper))
@@ -210,6 +260,26 @@ class PolicyNode(Node):
             if vel is not None:
                 point.velocities = [*vel.tolist(), *([0.0] * len(half))]
             msg.points.append(point)
+        self._traj_pub.publish(msg)
+
+    def _publish_chunk(self, stamp: float, actions: list) -> None:
+        """Lockstep: ``actions`` for the steps from ``stamp`` on, as one trajectory."""
+        commands = [arm_command(a) for a in actions]
+        grips = [c.gripper for c in commands]
+        fingers = grips[0] is not None
+        if any((g is not None) != fingers for g in grips):
+            raise ClawgymError("a chunk's actions must all have a gripper width or none")
+        msg = JointTrajectory(joint_names=[*C.ARM_JOINTS, *(C.GRIPPER_JOINTS if fingers else ())])
+        if stamp > 0:
+            msg.header.stamp = time_msg(stamp)
+        for (t_ns, pos, vel), grip in zip(chunk_points(commands, self.step_ns), grips,
+                                           strict=True):
+            half = [grip / 2, grip / 2] if fingers else []
+            msg.points.append(JointTrajectoryPoint(
+                positions=[*pos.tolist(), *half], velocities=[*vel.tolist(), *([0.0] * len(half))],
+                time_from_start=Duration(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000)))
+        self.actions += len(actions)
+        self.covered_ns = _ns(stamp) + (len(actions) - 1) * self.step_ns
         self._traj_pub.publish(msg)
 
 

@@ -5,7 +5,9 @@ Streams (topic names are parameters and remappable; an empty name disables a str
 ``image_raw -> image`` (Image), ``object_poses_raw -> object_poses`` (PoseArray), all with
 sensor-data QoS. The noise comes from :class:`clawgym_ros.perturbations.SensorNoise` driven by
 the header stamps, so the same seed and input stream give the same output as the Gymnasium
-wrapper. Dropped samples are not republished; stale samples repeat the last values with the new
+wrapper. Dropped samples are not republished, except an episode's first sample of a stream,
+which then passes unperturbed (as in the wrapper, which has no earlier value to hold; and a
+lockstep policy needs every input at t = 0); stale samples repeat the last values with the new
 stamp. Serves ``set_perturbation``; publishes ``perturbation_state`` (latched).
 """
 
@@ -26,6 +28,10 @@ from clawgym_ros.perturbations.sensor_noise import (
     FIELD_ORIENTATION,
     FIELD_POSITION,
     FIELD_VELOCITY,
+    STREAM_IMAGE,
+    STREAM_IMU,
+    STREAM_JOINTS,
+    STREAM_POSES,
     SensorNoise,
 )
 from clawgym_ros.ros_io import sensors
@@ -80,11 +86,20 @@ class SensorNoiseNode(Node):
     def core(self) -> SensorNoise:
         return self.host.core
 
+    def _first(self, stream: str, kind: str, msg) -> None:
+        """A dropped sample: republished unperturbed if nothing of ``stream`` was delivered
+        in this episode yet (the wrapper then keeps the raw value), else not at all."""
+        counts = self.core.counts(stream)
+        if counts["samples"] == counts["dropped"]:
+            self._pubs[kind].publish(msg)
+
     def _on_joints(self, msg: JointState) -> None:
         values = sensors.joint_state_values(msg)
         out = self.core.joint_state(values["position"], values["velocity"],
                                     time_seconds(msg.header.stamp))
-        if out is not None:
+        if out is None:
+            self._first(STREAM_JOINTS, "joint_states", msg)
+        else:
             msg.position = out[FIELD_POSITION].tolist()
             if FIELD_VELOCITY in out:
                 msg.velocity = out[FIELD_VELOCITY].tolist()
@@ -95,7 +110,9 @@ class SensorNoiseNode(Node):
         values = sensors.imu_values(msg)
         out = self.core.imu(values.orientation_wxyz, values.angular_velocity,
                             values.linear_acceleration, time_seconds(msg.header.stamp))
-        if out is not None:
+        if out is None:
+            self._first(STREAM_IMU, "imu", msg)
+        else:
             a, g = out[FIELD_ACCEL], out[FIELD_GYRO]
             msg.linear_acceleration.x, msg.linear_acceleration.y, msg.linear_acceleration.z = (
                 float(v) for v in a)
@@ -115,14 +132,18 @@ class SensorNoiseNode(Node):
             self._pubs["image"].publish(msg)
             return
         out = self.core.image(pixels, time_seconds(msg.header.stamp))
-        if out is not None:
+        if out is None:
+            self._first(STREAM_IMAGE, "image", msg)
+        else:
             self._pubs["image"].publish(sensors.image_msg(
                 out, msg.header.stamp, msg.header.frame_id, msg.encoding))
         self.host.publish()
 
     def _on_poses(self, msg: PoseArray) -> None:
         out = self.core.poses(sensors.pose_array_values(msg), time_seconds(msg.header.stamp))
-        if out is not None:
+        if out is None:
+            self._first(STREAM_POSES, "object_poses", msg)
+        else:
             self._pubs["object_poses"].publish(
                 sensors.pose_array_msg(out, msg.header.stamp, msg.header.frame_id))
         self.host.publish()

@@ -13,12 +13,16 @@ All stamps are simulation time.
 
 Exact lockstep (the evaluator's protocol, :mod:`clawgym_ros.evaluation.ros_mode`): a
 ``sim/step`` request with ``wait_command`` runs ``steps`` control steps, each one first
-waiting (without blocking the executor: the callback is a coroutine) until the
-``joint_trajectory`` stamped with the time the step starts at (``command_stamp`` for the
+waiting (without blocking the executor: the callback is a coroutine) until a
+``joint_trajectory`` commanding the step that starts at that time (``command_stamp`` for the
 first) has arrived and been applied, so a command can never miss the step it was computed
-for; every step publishes its sensors. ``return_state`` puts the ground truth after the run
-(the same ``joint_states_raw`` / ``object_poses_raw`` messages just published) into the
-response; ``no_step`` only waits (an episode's last command).
+for; every step publishes its sensors. A trajectory commands the step at its header stamp,
+or, as a *chunk* (points exactly at ``control_dt, 2 control_dt, ..., n control_dt``:
+:func:`~clawgym_ros.sim.trajectory.chunk_steps`), the ``n`` steps from its stamp on: an
+open-loop policy's actions in one message, so those steps need no round trip.
+``return_state`` puts the ground truth after the run (the same ``joint_states_raw`` /
+``object_poses_raw`` messages just published) into the response; ``no_step`` only waits (an
+episode's last command).
 Names and types are those of :data:`clawgym_ros.sim.topics.SIM_TOPICS` (the table
 ros_gz_bridge also follows; a test checks).
 
@@ -70,6 +74,7 @@ from clawgym_ros.sim.session import (
     SimNodeConfig,
     SimSession,
 )
+from clawgym_ros.sim.trajectory import chunk_steps
 
 #: Shortest wall period of the free-running timer (s): faster ticks only cost CPU.
 MIN_TICK_S = 0.002
@@ -96,9 +101,10 @@ class SimNode(Node):
         self._timer = None
         self._pacer: RealTimePacer | None = None
         self._active = False
-        # Lockstep: stamp (ns) of the newest joint_trajectory applied since the last reset, and
-        # the step waiting for a command: (stamp ns, future, monotonic deadline).
-        self._command_ns: int | None = None
+        # Lockstep: the control steps (start stamps, ns: first, last) the newest
+        # joint_trajectory since the last reset commands (one, or a policy's chunk), and the
+        # step waiting for a command: (stamp ns, future, monotonic deadline).
+        self._commanded: tuple[int, int] | None = None
         self._waiter: tuple[int, Future, float] | None = None
         self._last: dict[str, object] = {}
 
@@ -283,9 +289,22 @@ class SimNode(Node):
                 msg, session.time, session.config.trajectory_interpolation))
         self._command("joint_trajectory", apply)
         # Delivered (applied, or rejected and logged): a step waiting for it may go on.
-        self._command_ns = _nanos(msg.header.stamp)
-        if self._waiter is not None and self._waiter[0] == self._command_ns:
+        start, step = _nanos(msg.header.stamp), self._step_ns()
+        steps = chunk_steps([_nanos(p.time_from_start) for p in msg.points], step)
+        self._commanded = (start, start + (steps - 1) * step)
+        if self._waiter is not None and self._is_commanded(self._waiter[0]):
             self._release_waiter(True)
+
+    def _step_ns(self) -> int:
+        return int(round(self.session.control_dt * 1e9)) if self.session is not None else 0
+
+    def _is_commanded(self, stamp_ns: int) -> bool:
+        """A received trajectory commands the control step starting at ``stamp_ns``."""
+        if self._commanded is None:
+            return False
+        first, last = self._commanded
+        step = self._step_ns()
+        return first <= stamp_ns <= last and (step == 0 or (stamp_ns - first) % step == 0)
 
     def _on_gripper(self, msg: GripperCommand) -> None:
         def apply(session: SimSession) -> None:
@@ -317,7 +336,7 @@ class SimNode(Node):
     def _on_reset(self, request: ResetSim.Request, response: ResetSim.Response):
         def apply(session: SimSession) -> None:
             session.reset(int(request.seed), request.scenario or None)
-            self._command_ns = None
+            self._commanded = None
             self._release_waiter(False)
             if self._pacer is not None:
                 self._pacer.start(time.monotonic(), session.steps)
@@ -344,7 +363,7 @@ class SimNode(Node):
             for done in range(max(steps, 1)):
                 if done:
                     want = _nanos(time_msg(self.session.time))
-                if self._command_ns != want:
+                if not self._is_commanded(want):
                     future = Future()
                     self._waiter = (want, future, time.monotonic() + timeout)
                     if not await future:

@@ -29,7 +29,8 @@ def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_s
                   timeout: float = 10.0, log_dir: str | Path | None = None,
                   progress: Callable[[int, int, int], None] | None = None,
                   cancel: threading.Event | None = None,
-                  domain_id: int | None = None) -> list[EpisodeResult]:
+                  domain_id: int | None = None,
+                  max_chunk: int | None = None) -> list[EpisodeResult]:
     """Start the graph, evaluate ``specs`` in lockstep, stop the graph.
 
     Args:
@@ -40,6 +41,7 @@ def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_s
         timeout: seconds to wait for any single answer.
         log_dir: where the children's logs go.
         domain_id: ROS domain (default: derived from this process id).
+        max_chunk: policy_node's ``max_chunk`` (None = its default; 1 = a command per step).
 
     Raises:
         LockstepError: the graph did not come up or stopped answering.
@@ -48,7 +50,7 @@ def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_s
 
     with _lockstep_graph(specs, policy, str(Path(run_dir).resolve()) if run_dir else "",
                          log_dir, "cli", needed_families(specs), timeout, max_steps,
-                         domain_id) as (_group, evaluator):
+                         domain_id, max_chunk) as (_group, evaluator):
         wait_ready(evaluator, timeout=max(30.0, timeout))
         return evaluator.run(specs, progress, cancel)
 
@@ -56,7 +58,8 @@ def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_s
 @contextlib.contextmanager
 def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log_dir: Any,
                     suffix: str, families: Sequence[str], timeout: float, max_steps: int,
-                    domain_id: int | None = None) -> Iterator[tuple[ProcessGroup, Any]]:
+                    domain_id: int | None = None, max_chunk: int | None = None
+                    ) -> Iterator[tuple[ProcessGroup, Any]]:
     """Start the lockstep graph in an isolated domain and a private helper node driving it;
     yields (process group, LockstepEvaluator); everything is stopped on exit."""
     import rclpy
@@ -68,7 +71,7 @@ def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log
     env = isolated_ros_env(domain)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
     with ProcessGroup(env=env, log_dir=log_dir) as group:
-        for proc in graph_processes(specs, policy, run_dir):
+        for proc in graph_processes(specs, policy, run_dir, max_chunk=max_chunk):
             group.start_module(proc.name, proc.module, proc.args)
         context = rclpy.Context()
         rclpy.init(context=context, domain_id=domain)
@@ -95,7 +98,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def measure_lockstep(specs: Sequence[EpisodeSpec], policy: str, max_steps: int,
-                     timeout: float = 10.0) -> dict[str, Any]:
+                     timeout: float = 10.0, max_chunk: int | None = None) -> dict[str, Any]:
     """Control steps/s of the lockstep graph (``clawgym bench eval``).
 
     Starts the graph like :func:`run_ros_graph`, runs ``specs[0]`` as a warm-up (discovery,
@@ -115,7 +118,7 @@ def measure_lockstep(specs: Sequence[EpisodeSpec], policy: str, max_steps: int,
 
     logs = tempfile.mkdtemp(prefix="clawgym_bench_eval_")
     with _lockstep_graph(specs, policy, "", logs, "bench", (), timeout,
-                         max_steps) as (group, evaluator):
+                         max_steps, max_chunk=max_chunk) as (group, evaluator):
         wait_ready(evaluator)
         evaluator.run(specs[:1])
         cpu0 = {name: _cpu_seconds(p.pid) for name, p in group.procs}

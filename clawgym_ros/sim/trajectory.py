@@ -23,6 +23,11 @@ from clawgym_ros.config import check_choice
 from clawgym_ros.errors import ConfigError
 
 INTERPOLATIONS: tuple[str, ...] = ("cubic", "linear")
+#: A sample time within this of a waypoint's time is that waypoint (seconds). Stamps and
+#: ``time_from_start`` are integer nanoseconds while sample times are sums of floats, so a
+#: sample meant for a waypoint can miss it by an ulp; snapping returns the waypoint's own
+#: values, bit for bit (what the lockstep chunks of policy_node rely on).
+KNOT_TOLERANCE_S = 1e-9
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,13 +123,20 @@ class JointTrajectory:
 
         Before the first point the first position is held (call :meth:`with_start_state` first
         to move from the current state); after the last point the last position is held; both
-        with zero velocity.
+        with zero velocity. At a waypoint (within :data:`KNOT_TOLERANCE_S`) the waypoint's
+        own position is returned exactly, with its velocity when the trajectory gives them.
 
         Returns:
             ``(positions, velocities)``, each of shape (J,).
         """
         rel = float(t) - self.start_time
         times = self.times
+        k = int(np.searchsorted(times, rel))
+        for i in (k - 1, k):
+            if 0 <= i < times.size and abs(times[i] - rel) <= KNOT_TOLERANCE_S:
+                if self.velocities is not None:
+                    return self.positions[i].copy(), self.velocities[i].copy()
+                rel = float(times[i])
         if rel <= times[0]:
             return self.positions[0].copy(), np.zeros(len(self.joint_names))
         if rel >= times[-1]:
@@ -161,6 +173,20 @@ def _hermite(
     d00, d10, d01, d11 = 6 * s2 - 6 * s, 3 * s2 - 4 * s + 1, -6 * s2 + 6 * s, 3 * s2 - 2 * s
     vel = (d00 * p0 + d01 * p1) / h + d10 * v0 + d11 * v1
     return pos, vel
+
+
+def chunk_steps(times_ns: Sequence[int], step_ns: int) -> int:
+    """Control steps a lockstep command covers, from its points' ``time_from_start`` (ns).
+
+    A *chunk* has its points exactly at ``step, 2 step, ..., n step``: point ``i`` is what
+    the sampler gives at the end of step ``i - 1`` (its target during that step), so it
+    commands the ``n`` steps starting at the header stamp. Any other trajectory (one point
+    at 0, a target with velocity feed-forward, a real motion) commands one step.
+    """
+    times = [int(t) for t in times_ns]
+    if step_ns > 0 and times and times == [step_ns * (i + 1) for i in range(len(times))]:
+        return len(times)
+    return 1
 
 
 def scatter(

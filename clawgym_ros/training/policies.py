@@ -365,6 +365,11 @@ class TorchPolicy:
         """Forget queued actions of a chunk (called at every episode start)."""
         self._queue.clear()
 
+    def open_loop_steps(self) -> int:
+        """Queued actions of the current chunk: the next calls of :meth:`act` that do not read
+        their observation."""
+        return len(self._queue)
+
     def act(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Next action for ``obs`` as ``{ACT_*: array}``."""
         if not self._queue:
