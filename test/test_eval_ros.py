@@ -68,20 +68,16 @@ def test_ros_lockstep_one_command_per_step_matches_in_process(tmp_path):
     """The same agreement without chunks (policy_node ``max_chunk:=1``): every step waits
     for its own command, as for a policy that reads every observation."""
     pytest.importorskip("rclpy")
+    import yaml
+
     from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
     from clawgym_ros.evaluation.suites import expand, parse_suite
     from clawgym_ros.evaluation.workers import run_specs
     from clawgym_ros.ros_io.eval_graph import run_ros_graph
 
-    suite = parse_suite({**yaml_suite(), "episodes_per_cell": 6}, "per_step")
+    suite = parse_suite({**yaml.safe_load(SUITE), "episodes_per_cell": 6}, "per_step")
     specs = expand(suite)
     ros = run_ros_graph(specs, POLICY, "", 120, log_dir=tmp_path / "logs", max_chunk=1)
     local = run_specs(PolicySource.parse(POLICY), specs, 1,
                       RolloutOptions(world="scene", max_steps=120))
     assert [r.to_dict() for r in ros] == [r.to_dict() for r in local]
-
-
-def yaml_suite() -> dict:
-    import yaml
-
-    return yaml.safe_load(SUITE)

@@ -73,9 +73,22 @@ def _ns(stamp: float) -> int:
     return int(round(stamp * 1e9))
 
 
-def _duration(seconds: float) -> Duration:
-    nanos = int(round(seconds * 1e9))
-    return Duration(sec=nanos // 1_000_000_000, nanosec=nanos % 1_000_000_000)
+def _trajectory_msg(stamp: float, fingers: bool, points) -> JointTrajectory:
+    """The arm (+ finger) trajectory of ``points`` (time from start ns, positions, velocities
+    or None, gripper width); with ``fingers`` the gripper rides along as two finger joints
+    (half the width each). The stamp names the observation acted on; 0 = "now"."""
+    msg = JointTrajectory(joint_names=[*C.ARM_JOINTS, *(C.GRIPPER_JOINTS if fingers else ())])
+    if stamp > 0:
+        msg.header.stamp = time_msg(stamp)
+    for t_ns, pos, vel, grip in points:
+        half = [grip / 2, grip / 2] if fingers else []
+        point = JointTrajectoryPoint(
+            positions=[*pos.tolist(), *half],
+            time_from_start=Duration(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000))
+        if vel is not None:
+            point.velocities = [*vel.tolist(), *([0.0] * len(half))]
+        msg.points.append(point)
+    return msg
 
 
 class PolicyNode(Node):
@@ -245,22 +258,12 @@ class PolicyNode(Node):
         if cmd.gripper is not None and not lockstep:
             self._grip_pub.publish(GripperCommand(mode=GripperCommand.MODE_WIDTH,
                                                   width=cmd.gripper))
-        # Lockstep: the gripper rides in the trajectory as finger joints (half the width each),
-        # so one message carries the whole action and the evaluator waits for exactly it.
-        fingers = lockstep and cmd.gripper is not None
-        names = [*C.ARM_JOINTS, *(C.GRIPPER_JOINTS if fingers else ())]
-        msg = JointTrajectory(joint_names=names)
-        # The stamp names the observation acted on (the evaluator matches it); 0 = "now".
-        if stamp > 0:
-            msg.header.stamp = time_msg(stamp)
-        half = [cmd.gripper / 2, cmd.gripper / 2] if fingers else []
-        for t, pos, vel in trajectory_points(cmd, self.config.control_dt):
-            point = JointTrajectoryPoint(positions=[*pos.tolist(), *half],
-                                         time_from_start=_duration(t))
-            if vel is not None:
-                point.velocities = [*vel.tolist(), *([0.0] * len(half))]
-            msg.points.append(point)
-        self._traj_pub.publish(msg)
+        # Lockstep: the gripper rides in the trajectory as finger joints, so one message
+        # carries the whole action and the evaluator waits for exactly it.
+        self._traj_pub.publish(_trajectory_msg(
+            stamp, lockstep and cmd.gripper is not None,
+            [(_ns(t), pos, vel, cmd.gripper)
+             for t, pos, vel in trajectory_points(cmd, self.config.control_dt)]))
 
     def _publish_chunk(self, stamp: float, actions: list) -> None:
         """Lockstep: ``actions`` for the steps from ``stamp`` on, as one trajectory."""
@@ -269,15 +272,9 @@ class PolicyNode(Node):
         fingers = grips[0] is not None
         if any((g is not None) != fingers for g in grips):
             raise ClawgymError("a chunk's actions must all have a gripper width or none")
-        msg = JointTrajectory(joint_names=[*C.ARM_JOINTS, *(C.GRIPPER_JOINTS if fingers else ())])
-        if stamp > 0:
-            msg.header.stamp = time_msg(stamp)
-        for (t_ns, pos, vel), grip in zip(chunk_points(commands, self.step_ns), grips,
-                                           strict=True):
-            half = [grip / 2, grip / 2] if fingers else []
-            msg.points.append(JointTrajectoryPoint(
-                positions=[*pos.tolist(), *half], velocities=[*vel.tolist(), *([0.0] * len(half))],
-                time_from_start=Duration(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000)))
+        msg = _trajectory_msg(stamp, fingers, [
+            (t_ns, pos, vel, grip) for (t_ns, pos, vel), grip in
+            zip(chunk_points(commands, self.step_ns), grips, strict=True)])
         self.actions += len(actions)
         self.covered_ns = _ns(stamp) + (len(actions) - 1) * self.step_ns
         self._traj_pub.publish(msg)

@@ -101,10 +101,10 @@ class SimNode(Node):
         self._timer = None
         self._pacer: RealTimePacer | None = None
         self._active = False
-        # Lockstep: the control steps (start stamps, ns: first, last) the newest
-        # joint_trajectory since the last reset commands (one, or a policy's chunk), and the
-        # step waiting for a command: (stamp ns, future, monotonic deadline).
-        self._commanded: tuple[int, int] | None = None
+        # Lockstep: the control steps the newest joint_trajectory since the last reset commands
+        # (one, or a policy's chunk) as (first start stamp, last start stamp, step), all ns, and
+        # the step waiting for a command: (stamp ns, future, monotonic deadline).
+        self._commanded: tuple[int, int, int] | None = None
         self._waiter: tuple[int, Future, float] | None = None
         self._last: dict[str, object] = {}
 
@@ -289,21 +289,18 @@ class SimNode(Node):
                 msg, session.time, session.config.trajectory_interpolation))
         self._command("joint_trajectory", apply)
         # Delivered (applied, or rejected and logged): a step waiting for it may go on.
-        start, step = _nanos(msg.header.stamp), self._step_ns()
+        start = _nanos(msg.header.stamp)
+        step = int(round(self.session.control_dt * 1e9)) if self.session is not None else 0
         steps = chunk_steps([_nanos(p.time_from_start) for p in msg.points], step)
-        self._commanded = (start, start + (steps - 1) * step)
+        self._commanded = (start, start + (steps - 1) * step, step)
         if self._waiter is not None and self._is_commanded(self._waiter[0]):
             self._release_waiter(True)
-
-    def _step_ns(self) -> int:
-        return int(round(self.session.control_dt * 1e9)) if self.session is not None else 0
 
     def _is_commanded(self, stamp_ns: int) -> bool:
         """A received trajectory commands the control step starting at ``stamp_ns``."""
         if self._commanded is None:
             return False
-        first, last = self._commanded
-        step = self._step_ns()
+        first, last, step = self._commanded
         return first <= stamp_ns <= last and (step == 0 or (stamp_ns - first) % step == 0)
 
     def _on_gripper(self, msg: GripperCommand) -> None:
