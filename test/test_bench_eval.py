@@ -34,6 +34,10 @@ def test_bench_eval_quick(capsys):
         scaling["wall_1_worker_s"] / scaling["wall_2_workers_s"],
         abs=1e-3 + 2e-3 / scaling["wall_2_workers_s"])
     assert scaling["speedups"] and len(scaling["speedups"]) == scaling["repeats"]
+    fresh = scaling["fresh_pool"]
+    assert len(fresh["speedups"]) == scaling["repeats"] and scaling["kept_pool_start_s"] > 0
+    assert fresh["speedup"] == pytest.approx(fresh["wall_1_worker_s"] / fresh["wall_2_workers_s"],
+                                             abs=1e-3 + 2e-3 / fresh["wall_2_workers_s"])
     for key in ("ros", "ros_per_step"):
         ros = result[key]
         assert ros["episodes"] == 2 and ros["control_steps"] > 0

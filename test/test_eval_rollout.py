@@ -20,7 +20,7 @@ from clawgym_ros.evaluation.observation import (
 from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions, Runner
 from clawgym_ros.evaluation.ros_mode import StampedBuffer, graph_processes
 from clawgym_ros.evaluation.suites import expand, load_suite
-from clawgym_ros.evaluation.workers import run_specs
+from clawgym_ros.evaluation.workers import WorkerPool, WorkerPoolError, run_specs
 
 POLICY = "scripted:pick_place:grasp_height=0.015"
 SCENE = RolloutOptions(world="scene", max_steps=120)
@@ -46,6 +46,66 @@ def test_workers_give_identical_results_in_spec_order(specs):
     assert r.perturbation["lighting.intensity"] == pytest.approx(0.5)
     assert len(r.series.tool_speed) == pytest.approx(r.duration_s * 20 + 1, abs=1)
     assert r.stages == ("reach", "grasp", "lift")
+
+
+def test_kept_pool_serves_several_policies_and_survives_a_dead_worker(specs):
+    # A pool kept between evaluations (evaluator_node's) rebuilds a worker's runner when the
+    # policy changes, gives the in-process results, and fails clearly when a worker dies.
+    import os
+    import signal
+
+    other = PolicySource.parse("scripted:pick_place:grasp_height=0.03")
+    with WorkerPool(2) as pool:
+        for source in (PolicySource.parse(POLICY), other, PolicySource.parse(POLICY)):
+            kept = pool.run(source, specs[:6], SCENE)
+            assert [r.to_dict() for r in kept] == [
+                r.to_dict() for r in run_specs(source, specs[:6], 1, SCENE)]
+        os.kill(next(iter(pool._executor._processes)), signal.SIGKILL)
+        with pytest.raises(WorkerPoolError, match="worker process died"):
+            pool.run(other, specs[:6], SCENE)
+        assert not pool.started
+        assert len(pool.run(other, specs[:2], SCENE)) == 2     # fresh workers
+
+
+def test_pool_workers_exit_with_a_killed_caller(tmp_path):
+    # kill -9 of the process holding a pool (evaluator_node) must not leave its forkserver
+    # workers behind: they watch the caller and exit.
+    import os
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "hold_pool.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions\n"
+        "from clawgym_ros.evaluation.suites import expand, load_suite\n"
+        "from clawgym_ros.evaluation.workers import WorkerPool\n"
+        "if __name__ == '__main__':\n"
+        "    pool = WorkerPool(2)\n"
+        f"    pool.run(PolicySource.parse({POLICY!r}), expand(load_suite('smoke'), 0)[:2],\n"
+        "             RolloutOptions(world='scene', max_steps=20))\n"
+        "    print(' '.join(str(p) for p in pool._executor._processes), flush=True)\n"
+        "    time.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(p) for p in proc.stdout.readline().split()]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert len(workers) == 2
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    deadline = time.monotonic() + 10.0
+    while any(alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in workers)
 
 
 def test_task_world_uses_the_task_tracker(specs):

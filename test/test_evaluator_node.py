@@ -32,6 +32,24 @@ cells:
 
 
 
+def _pool_workers(pid: int) -> set[int]:
+    """The worker processes of ``pid``'s evaluation pool (children of its forkserver)."""
+    from pathlib import Path
+
+    def children(parent: int) -> set[int]:
+        found = set()
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if int(fields[1]) == parent:
+                found.add(int(stat.parent.name))
+        return found
+
+    return {worker for server in children(pid) for worker in children(server)}
+
+
 def _start_node(procs, run_dir):
     procs.env["PYTHONPATH"] = str(ROOT)
     return procs.start_module("evaluator", "clawgym_ros.nodes.evaluator_node", [
@@ -114,11 +132,12 @@ def test_evaluate_action_feedback_result_latched_summary_and_cancel(procs, rclpy
         assert spin_until(executor, lambda: bool(latched), 20.0), read_logs(tmp_path)
         assert latched[-1].report_id == result.report_id
 
-        # 4. Cancel a long evaluation after its first episodes: canceled, nothing committed.
+        # 4. Cancel a long evaluation on two workers after its first episodes: canceled,
+        #    nothing committed.
         reports_before = sorted((run / "artifacts" / C.KIND_REPORT).iterdir())
         feedback.clear()
         sent = client.send_goal_async(
-            Evaluate.Goal(checkpoint_id=POLICY, suite=str(large), seed=3, workers=1),
+            Evaluate.Goal(checkpoint_id=POLICY, suite=str(large), seed=3, workers=2),
             feedback_callback=lambda fb: feedback.append(fb.feedback))
         assert spin_until(executor, sent.done, 30.0)
         handle = sent.result()
@@ -133,6 +152,19 @@ def test_evaluate_action_feedback_result_latched_summary_and_cancel(procs, rclpy
         assert "cancelled" in got.result().result.message
         assert feedback[-1].done < feedback[-1].total == 120
         assert sorted((run / "artifacts" / C.KIND_REPORT).iterdir()) == reports_before
+
+        # 4b. The node keeps its worker pool between goals (no process start per
+        #     evaluation): the next two-worker goal runs on the same worker processes and
+        #     gives the one-worker report.
+        workers = _pool_workers(procs.procs[0][1].pid)
+        assert len(workers) == 2, workers
+        sent = client.send_goal_async(
+            Evaluate.Goal(checkpoint_id=POLICY, suite=str(small), seed=3, workers=2))
+        assert spin_until(executor, sent.done, 30.0)
+        got = sent.result().get_result_async()
+        assert spin_until(executor, got.done, 120.0), read_logs(tmp_path)
+        assert got.result().result.report_id == result.report_id
+        assert _pool_workers(procs.procs[0][1].pid) == workers
 
         # 5. Errors are results, not crashes: an unknown checkpoint aborts with a message.
         sent = client.send_goal_async(Evaluate.Goal(checkpoint_id="0" * 12, suite=str(small),

@@ -10,12 +10,15 @@ import dataclasses
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawgym_ros import constants as C
 from clawgym_ros.evaluation.config import EvalConfig
 from clawgym_ros.evaluation.rollout import WORLD_SCENE, PolicySource, RolloutOptions
 from clawgym_ros.evaluation.suites import expand, load_suite
+
+if TYPE_CHECKING:
+    from clawgym_ros.evaluation.workers import WorkerPool
 
 #: Control steps per episode in ROS mode when the options leave it to the env (Tabletop-v0).
 ROS_DEFAULT_STEPS = 500
@@ -37,8 +40,11 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
                    options: RolloutOptions | None = None,
                    progress: Callable[[int, int, int], None] | None = None,
                    cancel: threading.Event | None = None,
-                   ros_timeout: float = 10.0) -> EvalOutcome:
+                   ros_timeout: float = 10.0, pool: WorkerPool | None = None) -> EvalOutcome:
     """Run ``cfg``'s suite with the policy and commit the report into ``run_dir``'s store.
+
+    ``pool``: worker processes to run in_process episodes on (kept open; default: a pool of
+    ``cfg.workers`` for this evaluation).
 
     Raises:
         ConfigError: bad suite/options; EvaluationCancelledError; LockstepError (ros mode).
@@ -57,7 +63,7 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
     if cfg.mode == C.EVAL_MODES[0]:
         from clawgym_ros.evaluation.workers import run_specs
 
-        results = run_specs(source, specs, cfg.workers, options, progress, cancel)
+        results = run_specs(source, specs, cfg.workers, options, progress, cancel, pool)
     else:
         from clawgym_ros.ros_io.eval_graph import run_ros_graph
 

@@ -1,19 +1,29 @@
 """Parallel in-process evaluation: episode specs spread over worker processes.
 
 Each worker (``forkserver`` start method where available, else ``spawn``: no inherited MuJoCo
-or torch state) loads its own policy from a :class:`~clawgym_ros.evaluation.rollout.PolicySource`
-and keeps one :class:`~clawgym_ros.evaluation.rollout.Runner`. Specs are handed out one at a
-time (dynamic balancing: episodes differ in length) and results come back as dicts, rebuilt and
-returned in spec order, so the report is identical for any worker count. ``workers=1`` runs in
-this process (no start-up cost).
+or torch state) keeps one :class:`~clawgym_ros.evaluation.rollout.Runner` for the policy and
+rollout options of the episodes it is handed, loaded from a
+:class:`~clawgym_ros.evaluation.rollout.PolicySource` (artifacts are immutable, so a source names
+one policy for good). Specs are submitted one at a time (dynamic balancing: episodes differ in
+length) and results come back as dicts, rebuilt and returned in spec order, so the report is
+identical for any worker count. ``workers=1`` runs in this process (no start-up cost).
+
+:class:`WorkerPool` keeps its processes, and each worker its runner, between evaluations: a
+long-lived caller (``evaluator_node``, evaluated iteration after iteration by the loop) pays the
+process start, imports, scene compile and policy load once, not per evaluation. A worker that
+dies (killed, out of memory) fails the evaluation with :class:`WorkerPoolError` and the pool
+starts fresh processes for the next one.
 """
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from clawgym_ros.errors import ClawgymError
@@ -24,15 +34,22 @@ from clawgym_ros.evaluation.suites import EpisodeSpec
 #: progress(done, total, successes)
 Progress = Callable[[int, int, int], None]
 
-_RUNNER: Runner | None = None
+#: This worker's runner and the (source, options) it was built for.
+_RUNNER: tuple[tuple[PolicySource, RolloutOptions], Runner] | None = None
+#: Seconds between a worker's checks that its caller is alive.
+CALLER_POLL_S = 0.5
 #: Modules the forkserver imports before forking workers (MuJoCo, the envs, the runner).
 FORKSERVER_PRELOAD: tuple[str, ...] = ("clawgym_ros.evaluation.rollout", "clawgym_ros.sim",
                                        "clawgym_ros.sim.mujoco_backend",
-                                       "clawgym_ros.evaluation.scripted")
+                                       "clawgym_ros.evaluation.scripted", "xacro")
 
 
 class EvaluationCancelledError(ClawgymError):
     """The evaluation was cancelled before every episode ran."""
+
+
+class WorkerPoolError(ClawgymError):
+    """A worker process died during an evaluation."""
 
 
 def default_workers() -> int:
@@ -41,15 +58,50 @@ def default_workers() -> int:
         os.cpu_count() or 1)
 
 
-def _init(source: PolicySource, options: RolloutOptions) -> None:
-    global _RUNNER
+def _init(caller: int) -> None:
     os.environ.setdefault("MUJOCO_GL", "egl")
-    _RUNNER = Runner(source.load(), options)
+    threading.Thread(target=_exit_with_caller, args=(caller,), name="caller-watch",
+                     daemon=True).start()
 
 
-def _run(spec: EpisodeSpec) -> dict[str, Any]:
-    assert _RUNNER is not None
-    return _RUNNER.run(spec).to_dict()
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _exit_with_caller(caller: int) -> None:
+    """Exit this worker once the process that started the pool is gone. A forkserver worker
+    is the server's child, and the server lives as long as its children hold its alive pipe,
+    so without this a killed caller (kill -9 of evaluator_node) would leave both behind."""
+    while _alive(caller):
+        time.sleep(CALLER_POLL_S)
+    os._exit(1)
+
+
+def _runner(source: PolicySource, options: RolloutOptions) -> Runner:
+    """This worker's runner for (source, options), rebuilt when they change."""
+    global _RUNNER
+    key = (source, options)
+    if _RUNNER is None or _RUNNER[0] != key:
+        if _RUNNER is not None:
+            _RUNNER[1].close()
+            _RUNNER = None
+        _RUNNER = (key, Runner(source.load(), options))
+    return _RUNNER[1]
+
+
+def _run(source: PolicySource, options: RolloutOptions, spec: EpisodeSpec) -> dict[str, Any]:
+    return _runner(source, options).run(spec).to_dict()
 
 
 def start_method() -> str:
@@ -58,9 +110,101 @@ def start_method() -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
+class WorkerPool:
+    """Worker processes kept between evaluations (module docstring).
+
+    Not thread-safe: one evaluation at a time. Processes start lazily, at the first
+    :meth:`run`; :meth:`close` stops them (also a context manager).
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = max(1, workers)
+        self._executor: cf.ProcessPoolExecutor | None = None
+
+    @property
+    def started(self) -> bool:
+        """Whether the worker processes are running."""
+        return self._executor is not None
+
+    def _start(self) -> cf.ProcessPoolExecutor:
+        if self._executor is None:
+            ctx = multiprocessing.get_context(start_method())
+            if ctx.get_start_method() == "forkserver":
+                # The server imports these once; every worker forked from it starts with them
+                # (only effective before the server first starts).
+                ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
+            self._executor = cf.ProcessPoolExecutor(self.workers, mp_context=ctx,
+                                                    initializer=_init,
+                                                    initargs=(os.getpid(),))
+        return self._executor
+
+    def run(self, source: PolicySource, specs: Sequence[EpisodeSpec],
+            options: RolloutOptions | None = None, progress: Progress | None = None,
+            cancel: threading.Event | None = None) -> list[EpisodeResult]:
+        """Run every spec on the workers; results in spec order.
+
+        Raises:
+            EvaluationCancelledError: ``cancel`` was set (episodes not yet started are
+                dropped; the ones running finish, the pool stays up).
+            WorkerPoolError: a worker died (the pool restarts for the next evaluation).
+            ClawgymError: an episode raised it (e.g. a bad checkpoint).
+        """
+        options = options or RolloutOptions()
+        executor = self._start()
+        tracker = _Tracker(len(specs), progress)
+        futures: list[cf.Future] = []
+        try:
+            futures += [executor.submit(_run, source, options, spec) for spec in specs]
+            for future in cf.as_completed(futures):
+                tracker.note(EpisodeResult.from_dict(future.result()))
+                if cancel is not None and cancel.is_set():
+                    raise EvaluationCancelledError(
+                        f"cancelled after {len(tracker.results)} of {len(specs)} episodes")
+        except BrokenProcessPool as err:
+            self.close()
+            raise WorkerPoolError(f"an evaluation worker process died after "
+                                  f"{len(tracker.results)} of {len(specs)} episodes ({err}); "
+                                  "the next evaluation starts fresh workers") from None
+        finally:
+            for future in futures:
+                future.cancel()
+            cf.wait(futures)
+        return tracker.ordered()
+
+    def close(self) -> None:
+        """Stop the worker processes (a later :meth:`run` starts new ones)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Tracker:
+    """Collected results and the progress callback."""
+
+    def __init__(self, total: int, progress: Progress | None) -> None:
+        self.total = total
+        self.progress = progress
+        self.results: list[EpisodeResult] = []
+
+    def note(self, result: EpisodeResult) -> None:
+        self.results.append(result)
+        if self.progress is not None:
+            self.progress(len(self.results), self.total, sum(r.success for r in self.results))
+
+    def ordered(self) -> list[EpisodeResult]:
+        return sorted(self.results, key=lambda r: r.index)
+
+
 def run_specs(source: PolicySource, specs: Sequence[EpisodeSpec], workers: int = 1,
               options: RolloutOptions | None = None, progress: Progress | None = None,
-              cancel: threading.Event | None = None) -> list[EpisodeResult]:
+              cancel: threading.Event | None = None,
+              pool: WorkerPool | None = None) -> list[EpisodeResult]:
     """Run every spec and return the results in spec order.
 
     Args:
@@ -70,45 +214,27 @@ def run_specs(source: PolicySource, specs: Sequence[EpisodeSpec], workers: int =
         options: rollout options.
         progress: called after each episode with (done, total, successes).
         cancel: set it to stop early (raises :class:`EvaluationCancelledError`).
+        pool: a :class:`WorkerPool` to run on when ``workers`` > 1 (kept open); by default a
+            pool of ``workers`` processes is started for this call and stopped after it.
 
     Raises:
-        EvaluationCancelledError: ``cancel`` was set.
+        EvaluationCancelledError: ``cancel`` was set; WorkerPoolError: a worker died.
     """
     options = options or RolloutOptions()
     workers = workers or default_workers()
-    total = len(specs)
-    results: list[EpisodeResult] = []
-
-    def note(result: EpisodeResult) -> None:
-        results.append(result)
-        if progress is not None:
-            progress(len(results), total, sum(r.success for r in results))
-
-    if workers <= 1 or total <= 1:
-        runner = Runner(source.load(), options)
-        try:
-            for spec in specs:
-                if cancel is not None and cancel.is_set():
-                    raise EvaluationCancelledError(f"cancelled after {len(results)} of {total} "
-                                              "episodes")
-                note(runner.run(spec))
-        finally:
-            runner.close()
-    else:
-        ctx = multiprocessing.get_context(start_method())
-        if ctx.get_start_method() == "forkserver":
-            # The server imports these once; every worker forked from it starts with them
-            # (only effective before the server first starts, i.e. the first pool).
-            ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
-        pool = ctx.Pool(min(workers, total), initializer=_init, initargs=(source, options))
-        try:
-            for data in pool.imap_unordered(_run, specs, chunksize=1):
-                note(EpisodeResult.from_dict(data))
-                if cancel is not None and cancel.is_set():
-                    raise EvaluationCancelledError(f"cancelled after {len(results)} of {total} "
-                                              "episodes")
-            pool.close()
-        finally:
-            pool.terminate()
-            pool.join()
-    return sorted(results, key=lambda r: r.index)
+    if workers > 1 and len(specs) > 1:
+        if pool is not None:
+            return pool.run(source, specs, options, progress, cancel)
+        with WorkerPool(min(workers, len(specs))) as own:
+            return own.run(source, specs, options, progress, cancel)
+    tracker = _Tracker(len(specs), progress)
+    runner = Runner(source.load(), options)
+    try:
+        for spec in specs:
+            if cancel is not None and cancel.is_set():
+                raise EvaluationCancelledError(f"cancelled after {len(tracker.results)} of "
+                                               f"{len(specs)} episodes")
+            tracker.note(runner.run(spec))
+    finally:
+        runner.close()
+    return tracker.ordered()

@@ -115,6 +115,9 @@ class EvaluatorNode(ActionLifecycleNode):
     def __init__(self) -> None:
         super().__init__(C.NODE_EVALUATOR)
         self._summary_pub = None
+        #: in_process worker processes kept between goals (started by the first goal that
+        #: asks for more than one worker; restarted when a goal asks for another count).
+        self._pool = None
 
     def prepare(self) -> None:
         # A plain (not lifecycle) publisher: the latched summary stays readable whatever
@@ -126,6 +129,28 @@ class EvaluatorNode(ActionLifecycleNode):
         if self._summary_pub is not None:
             self.destroy_publisher(self._summary_pub)
             self._summary_pub = None
+        self._close_pool()
+
+    def destroy_node(self) -> None:
+        self._close_pool()
+        super().destroy_node()
+
+    def _close_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def _worker_pool(self, cfg):
+        """The kept worker pool for an in_process goal with ``cfg.workers`` > 1, else None."""
+        from clawgym_ros.evaluation.workers import WorkerPool
+
+        if cfg.mode != C.EVAL_MODES[0] or cfg.workers <= 1:
+            return None
+        if self._pool is not None and self._pool.workers != cfg.workers:
+            self._close_pool()
+        if self._pool is None:
+            self._pool = WorkerPool(cfg.workers)
+        return self._pool
 
     async def _execute(self, goal_handle) -> Evaluate.Result:
         """Await the worker thread that evaluates; the executor stays free meanwhile."""
@@ -178,7 +203,8 @@ class EvaluatorNode(ActionLifecycleNode):
         self.get_logger().info(f"evaluating {source.kind} {source.ref[:16]} on {cfg.suite} "
                                f"(seed {cfg.seed}, {cfg.mode}, {cfg.workers} worker(s))")
         outcome = run_evaluation(cfg, source, run_dir, rollout, progress, cancel,
-                                 ros_timeout=self.options.ros_timeout_s)
+                                 ros_timeout=self.options.ros_timeout_s,
+                                 pool=self._worker_pool(cfg))
         return outcome, cfg.checkpoint_id
 
 
