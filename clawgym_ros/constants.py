@@ -114,6 +114,9 @@ PERTURBATION_FAMILIES: tuple[str, ...] = (
 #: may be dropped; training-time hardening emulates them).
 OBSERVATION_FAMILIES: tuple[str, ...] = (FAMILY_SENSOR_NOISE, FAMILY_GPS_DROPOUT)
 SCHEDULES: tuple[str, ...] = ("constant", "stepped", "random")
+#: Sensor-noise intensity training-time hardening draws rows up to, unless configured (the
+#: top of the pick_place suites' sensor-noise sweep).
+DEFAULT_HARDENING_INTENSITY = 0.3
 
 # --- Evaluation dimensions ------------------------------------------------------------------
 DIM_FUNCTIONAL = "functional"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from clawgym_ros import constants as C
 from clawgym_ros.coordinator.config import (
     MODE_OPEN,
     LoopConfig,
@@ -213,6 +214,12 @@ def test_hardening_follows_observation_gaps_in_the_closed_loop_only():
     plan = next_plan(after_first(cfg), report, cfg)
     assert plan.hardening_share == pytest.approx(min(0.4, 0.1 + gap["deviation"]))
     assert plan.decision["hardening_share"] == plan.hardening_share
+    # Hardened rows draw sensor-noise intensities up to the family's (ADR) range.
+    assert plan.hardening_intensity == plan.ranges["sensor_noise"][1]
+    assert plan.decision["hardening_intensity"] == plan.hardening_intensity
+    no_noise = make_cfg(mixture=mixture[:1] + mixture[2:], ranges={"lighting": [0.0, 0.5]})
+    assert next_plan(after_first(no_noise), report, no_noise).hardening_intensity == \
+        C.DEFAULT_HARDENING_INTENSITY
     assert plan.decision["drivers"]["hardening"][0]["condition"] == gap["condition"]
     assert any(r.startswith("hardening share") for r in plan.decision["reasons"])
     opened = dataclasses.replace(cfg, mode=MODE_OPEN)

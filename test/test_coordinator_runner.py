@@ -90,7 +90,8 @@ class ToyExecutor:
             C.KIND_CHECKPOINT, {"toy.json": json.dumps(content, sort_keys=True).encode()},
             config={"steps": goal.steps, "group_weights": goal.group_weights,
                     "frozen_groups": list(goal.frozen_groups), "policy": goal.policy,
-                    "hardening_share": goal.hardening_share},
+                    "hardening_share": goal.hardening_share,
+                    "hardening_intensity": goal.hardening_intensity},
             seeds={"train": goal.seed}, parents=parents)
         self._maybe_crash("train", "after")
         self.iteration["train"] += 1
@@ -187,6 +188,10 @@ def test_training_hardening_follows_the_plan(tmp_path):
               for it in state.iterations]
     assert shares == [it["plan"]["hardening_share"] for it in state.iterations]
     assert shares[0] == 0.1 and 0.1 < shares[1] <= 0.5
+    # Hardened rows draw up to the top of each plan's (ADR-moved) sensor-noise range.
+    assert [store.get(it["checkpoint_id"]).manifest.config["hardening_intensity"]
+            for it in state.iterations] == [it["plan"]["ranges"]["sensor_noise"][1]
+                                            for it in state.iterations]
 
 
 @pytest.mark.parametrize("crash", [("train", 1, "before"), ("train", 1, "after"),

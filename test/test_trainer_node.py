@@ -44,6 +44,7 @@ def test_train_action_across_processes(procs, rclpy_context, tmp_path):
             goal = Train.Goal(dataset_ids=[dataset.id[:16]], steps=steps, seed=4,
                               group_weights=[GroupWeight(group=group, value=2.0)],
                               frozen_groups=["encoder"], hardening_share=0.25,
+                              hardening_intensity=0.2,
                               run_dir=str(store.run_dir))
             sent = action.send_goal_async(goal, feedback_callback=feedback.append)
             assert spin_until(executor, sent.done, 10.0)
@@ -62,6 +63,7 @@ def test_train_action_across_processes(procs, rclpy_context, tmp_path):
         art = store.resolve(result.checkpoint_id, C.KIND_CHECKPOINT)
         assert art.manifest.parents == [dataset.id]
         assert art.manifest.config["frozen_groups"] == ["encoder"]
+        assert art.manifest.config["hardening_intensity"] == 0.2
         steps = [f.feedback.step for f in feedback]
         assert steps == sorted(steps) and steps[-1] == 60 and len(steps) >= 5
         last = feedback[-1].feedback

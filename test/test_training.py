@@ -19,7 +19,12 @@ from clawgym_ros.training.bc import train  # noqa: E402
 from clawgym_ros.training.checkpoint import load_checkpoint, load_policy  # noqa: E402
 from clawgym_ros.training.config import TrainConfig  # noqa: E402
 from clawgym_ros.training.data import TableSampler  # noqa: E402
-from clawgym_ros.training.hardening import hardening_layout, perturb_observations  # noqa: E402
+from clawgym_ros.training.hardening import (  # noqa: E402
+    hardening_layout,
+    perturb_observations,
+    perturb_sensor_noise,
+    sensor_noise_std,
+)
 from clawgym_ros.training.policies import PolicySpec, build_policy, parameter_groups  # noqa: E402
 from clawgym_ros.training.synthetic import ACTION_SPEC, OBS_SPEC, synthetic_table  # noqa: E402
 
@@ -216,6 +221,37 @@ def test_hardening_perturbs_only_the_share_and_the_keys():
     assert torch.equal(out, again) and torch.equal(obs, torch.zeros(8, 7))
     assert torch.count_nonzero(out[3:]) == 0 and torch.count_nonzero(out[:, 3:5]) == 0
     assert torch.count_nonzero(out[:3, :3]) == 9 and torch.count_nonzero(out[:3, 5:]) == 6
+
+
+def test_sensor_noise_hardening_uses_the_evaluation_noise_in_physical_units():
+    import math
+
+    from clawgym_ros.perturbations.sensor_noise import SensorNoiseConfig
+
+    noise = SensorNoiseConfig()
+    obs_spec = {C.OBS_JOINT_POS: 2, C.OBS_TOOL_POSE: 2, C.OBS_OBJECT_POSES: 14,
+                C.OBS_JOINT_VEL: 2}
+    keys = (C.OBS_JOINT_POS, C.OBS_OBJECT_POSES, C.OBS_JOINT_VEL)
+    std = sensor_noise_std(obs_spec, keys, horizon_s=8.0)
+    # joint: sample std and a bias walk over 8 s (rms sqrt(8 / 2) = 2 walk units)
+    joint = math.hypot(noise.joint_pos_std, 2.0 * noise.joint_pos_bias_walk)
+    position = math.hypot(noise.pose_position_std, 2.0 * noise.pose_position_bias_walk)
+    pose = [position] * 3 + [noise.pose_orientation_std / 2.0] * 4
+    expected = [joint] * 2 + [0.0, 0.0] + pose * 2 + [noise.joint_vel_std] * 2
+    assert std.tolist() == pytest.approx(expected)
+    assert sensor_noise_std(obs_spec, (C.OBS_JOINT_POS,), 8.0)[2:].abs().sum() == 0
+
+    obs = torch.ones(4000, std.numel())
+    out = perturb_sensor_noise(obs, 3000, std, 0.3, torch.Generator().manual_seed(0))
+    again = perturb_sensor_noise(obs, 3000, std, 0.3, torch.Generator().manual_seed(0))
+    assert torch.equal(out, again) and torch.equal(obs, torch.ones_like(obs))
+    assert torch.equal(out[3000:], obs[3000:]) and torch.equal(out[:, 2:4], obs[:, 2:4])
+    # Row intensities ~ U[0, 0.3]: the noise std is std * sqrt(E[i^2]) = std * 0.3 / sqrt(3).
+    measured = (out[:3000] - 1.0).std(dim=0)
+    assert measured[0].item() == pytest.approx(joint * 0.3 / math.sqrt(3), rel=0.1)
+    assert perturb_sensor_noise(obs, 3000, std, 0.0, torch.Generator()) is obs
+    with pytest.raises(ConfigError, match="hardening_noise"):
+        TrainConfig(hardening_noise="pink")
 
 
 def test_torch_policy_executes_action_chunks_from_a_queue(table, tmp_path):

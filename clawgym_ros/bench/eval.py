@@ -156,7 +156,7 @@ def bench_eval(quick: bool = False, seed: int = 0) -> dict[str, Any]:
     result: dict[str, Any] = {
         "policy": POLICY, "world": "scene", "max_steps": MAX_STEPS,
         "inprocess": _inprocess(_specs(4 if quick else 30, seed)),
-        "scaling": _scaling(_specs(4 if quick else 48, seed), 1 if quick else 5),
+        "scaling": _scaling(_specs(4 if quick else 48, seed), 1 if quick else 7),
         "ros": _ros(_specs(3 if quick else 12, seed)),
         "ros_per_step": _ros(_specs(3 if quick else 12, seed), max_chunk=1),
     }

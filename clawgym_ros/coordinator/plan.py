@@ -142,6 +142,8 @@ class Plan:
         group_weights: loss weight per group pattern.
         frozen_groups: parameter groups to freeze.
         hardening_share: share of each training batch with perturbed observations.
+        hardening_intensity: sensor-noise intensity those rows draw up to: the top of the
+            sensor-noise range (ADR-moved in the closed loop), else the trainer's default.
         seeds: ``{"synthesize", "train", "evaluate"}``.
         decision: the record appended to decisions.jsonl (reasons and what drove them).
     """
@@ -157,6 +159,7 @@ class Plan:
     group_weights: dict
     frozen_groups: tuple[str, ...]
     hardening_share: float
+    hardening_intensity: float
     seeds: dict
     decision: dict
 
@@ -472,6 +475,8 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
              "train": derive_seed(cfg.seed, PHASE_TRAIN, iteration),
              "evaluate": derive_seed(cfg.seed, PHASE_EVALUATE, 0)}
     mixture = _mixture(state.cells, weights, ranges, cfg)
+    intensity = float(ranges[C.FAMILY_SENSOR_NOISE][1]) if C.FAMILY_SENSOR_NOISE in ranges \
+        else C.DEFAULT_HARDENING_INTENSITY
     gaps = [_gap_ref(g) for g in (report or {}).get("gaps", ())]
     decision = {
         "iteration": iteration, "mode": cfg.mode, "stop": stop, "stop_reason": stop_reason,
@@ -482,10 +487,11 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
         "reasons": reasons, "gaps": gaps, "drivers": drivers, "adr": adr,
         "weights": weights, "ranges": {f: list(r) for f, r in ranges.items()},
         "group_weights": group_weights, "frozen_groups": list(frozen),
-        "hardening_share": hardening,
+        "hardening_share": hardening, "hardening_intensity": intensity,
     }
     return Plan(iteration=iteration, stop=stop, stop_reason=stop_reason, weights=weights,
                 ranges=ranges, mixture=mixture, episodes=cfg.episodes_per_iteration,
                 train_steps=cfg.train_steps, group_weights=group_weights,
-                frozen_groups=frozen, hardening_share=hardening, seeds=seeds,
+                frozen_groups=frozen, hardening_share=hardening,
+                hardening_intensity=intensity, seeds=seeds,
                 decision=decision)

@@ -74,6 +74,7 @@ class TrainGoal:
     group_weights: dict
     frozen_groups: tuple[str, ...]
     hardening_share: float
+    hardening_intensity: float
     init_checkpoint_id: str
     run_dir: str
 
@@ -281,6 +282,7 @@ class LoopRunner:
             frozen_groups=tuple(plan["frozen_groups"]),
             # Plans recorded before the hardening lever existed carry no share.
             hardening_share=plan.get("hardening_share", self.cfg.hardening_share),
+            hardening_intensity=plan.get("hardening_intensity", C.DEFAULT_HARDENING_INTENSITY),
             init_checkpoint_id=previous if self.cfg.warm_start else "",
             run_dir=str(self.run_dir))
         state = self._start(state, PHASE_TRAIN, goal)
@@ -404,7 +406,8 @@ def find_dataset(store: ArtifactStore, goal: SynthesizeGoal) -> str | None:
 
 def find_checkpoint(store: ArtifactStore, goal: TrainGoal) -> str | None:
     """A checkpoint trained from the same datasets (+ init), seed, steps, loss weights, frozen
-    groups, policy and hardening share as the goal."""
+    groups, policy and hardening (share, and intensity when the share is not 0) as the
+    goal."""
     parents = [store.resolve(d).id for d in goal.dataset_ids]
     if goal.init_checkpoint_id:
         parents.append(store.resolve(goal.init_checkpoint_id).id)
@@ -419,7 +422,10 @@ def find_checkpoint(store: ArtifactStore, goal: TrainGoal) -> str | None:
                 and dict(train.get("group_weights") or {}) == dict(goal.group_weights)
                 and list(train.get("frozen_groups") or []) == list(goal.frozen_groups)
                 and train.get("policy", C.POLICY_MLP) == goal.policy
-                and float(train.get("hardening_share", 0.0)) == float(goal.hardening_share)):
+                and float(train.get("hardening_share", 0.0)) == float(goal.hardening_share)
+                and (not goal.hardening_share or float(train.get(
+                    "hardening_intensity", C.DEFAULT_HARDENING_INTENSITY))
+                     == float(goal.hardening_intensity))):
             return path.name
     return None
 

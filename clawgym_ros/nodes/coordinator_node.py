@@ -133,6 +133,7 @@ class ActionExecutor:
             group_weights=[GroupWeight(group=g, value=float(v))
                            for g, v in goal.group_weights.items()],
             frozen_groups=list(goal.frozen_groups), hardening_share=goal.hardening_share,
+            hardening_intensity=goal.hardening_intensity,
             init_checkpoint_id=goal.init_checkpoint_id, run_dir=goal.run_dir)
 
         def feedback(fb) -> None:

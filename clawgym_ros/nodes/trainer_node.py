@@ -61,12 +61,13 @@ class TrainerNodeOptions:
 
 def goal_config(goal: Any, options: TrainerNodeOptions):
     """Train goal + node options -> TrainConfig (raises ConfigError naming the field)."""
-    from clawgym_ros.training.config import TrainConfig
+    from clawgym_ros.training.config import DEFAULT_HARDENING_INTENSITY, TrainConfig
 
     return TrainConfig(
         steps=int(goal.steps), seed=int(goal.seed), policy=goal.policy or C.POLICY_MLP,
         group_weights={w.group: float(w.value) for w in goal.group_weights},
         frozen_groups=tuple(goal.frozen_groups), hardening_share=float(goal.hardening_share),
+        hardening_intensity=float(goal.hardening_intensity) or DEFAULT_HARDENING_INTENSITY,
         batch_size=options.batch_size, lr=options.lr, log_interval=options.log_interval,
         val_interval=options.val_interval, checkpoint_interval=options.checkpoint_interval,
         patience=options.patience, num_threads=options.num_threads)

@@ -31,9 +31,19 @@ from clawgym_ros.artifacts import Artifact, ArtifactStore
 from clawgym_ros.dataset.table import TrainingTable
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.training import checkpoint as ckpt
-from clawgym_ros.training.config import LR_CONSTANT, TrainConfig, validate_group_weights
+from clawgym_ros.training.config import (
+    HARDENING_SENSOR_NOISE,
+    LR_CONSTANT,
+    TrainConfig,
+    validate_group_weights,
+)
 from clawgym_ros.training.data import Batch, TableSampler
-from clawgym_ros.training.hardening import hardening_layout, perturb_observations
+from clawgym_ros.training.hardening import (
+    hardening_layout,
+    perturb_observations,
+    perturb_sensor_noise,
+    sensor_noise_std,
+)
 from clawgym_ros.training.policies import (
     FEATURES,
     BCPolicy,
@@ -285,18 +295,34 @@ def _to_tensors(batch: Batch, policy: BCPolicy) -> tuple[torch.Tensor, torch.Ten
     return obs, target, torch.from_numpy(batch.group), image
 
 
-def harden(policy: BCPolicy, obs: np.ndarray, n_hard: int, layout: Any, cfg: TrainConfig,
-           generator: torch.Generator) -> np.ndarray:
-    """Perturb the first ``n_hard`` rows of raw observations (noise and bias in units of each
-    feature's std, see :mod:`clawgym_ros.training.hardening`); derived features are computed
-    afterwards from the perturbed values."""
-    dim = obs.shape[1]
-    mean, std = policy.obs_mean[:dim], policy.obs_std[:dim]
-    with torch.no_grad():
-        obs_n = (torch.from_numpy(obs) - mean) / std
-        obs_n = perturb_observations(obs_n, n_hard, layout, cfg.noise_std, cfg.bias_std,
-                                     generator)
-        return (obs_n * std + mean).numpy()
+def make_hardener(policy: BCPolicy, obs_spec: Mapping[str, int], cfg: TrainConfig
+                  ) -> Callable[[np.ndarray, torch.Generator], np.ndarray] | None:
+    """``harden(obs, generator)``: raw observations with the batch's hardening share of rows
+    (the first ones; rows come shuffled) perturbed by ``cfg.hardening_noise`` (see
+    :mod:`clawgym_ros.training.hardening`); derived features are computed afterwards from the
+    perturbed values. None when nothing is hardened."""
+    n_hard = int(round(cfg.hardening_share * cfg.batch_size))
+    if n_hard == 0:
+        return None
+    if cfg.hardening_noise == HARDENING_SENSOR_NOISE:
+        std = sensor_noise_std(obs_spec, cfg.hardening_keys, cfg.hardening_horizon_s)
+
+        def physical(obs: np.ndarray, generator: torch.Generator) -> np.ndarray:
+            with torch.no_grad():
+                return perturb_sensor_noise(torch.from_numpy(obs), n_hard, std,
+                                            cfg.hardening_intensity, generator).numpy()
+        return physical
+    layout = hardening_layout(obs_spec, cfg.hardening_keys)
+
+    def scaled(obs: np.ndarray, generator: torch.Generator) -> np.ndarray:
+        dim = obs.shape[1]
+        mean, std = policy.obs_mean[:dim], policy.obs_std[:dim]
+        with torch.no_grad():
+            obs_n = (torch.from_numpy(obs) - mean) / std
+            obs_n = perturb_observations(obs_n, n_hard, layout, cfg.noise_std, cfg.bias_std,
+                                         generator)
+            return (obs_n * std + mean).numpy()
+    return scaled
 
 
 def evaluate(policy: BCPolicy, val: TensorBatch, group_weights: torch.Tensor
@@ -482,8 +508,7 @@ def train(
         val_batch = sampler.validation(cfg.val_samples, cfg.seed)
         if val_batch is not None:
             val = TensorBatch(*_to_tensors(val_batch, policy))
-        layout = hardening_layout(obs_spec, cfg.hardening_keys)
-        n_hard = int(round(cfg.hardening_share * cfg.batch_size))
+        harden = make_hardener(policy, obs_spec, cfg)
 
         def save(step: int) -> None:
             tensors, opt_json = ckpt.optimizer_state(optim)
@@ -516,8 +541,8 @@ def train(
                 for param_group in optim.param_groups:
                     param_group["lr"] = lr_at(cfg, step)
                 batch = sampler.sample(cfg.batch_size, sample_gen)
-                if n_hard:
-                    batch.obs = harden(policy, batch.obs, n_hard, layout, cfg, noise_gen)
+                if harden is not None:
+                    batch.obs = harden(batch.obs, noise_gen)
                 obs, target, group, image = _to_tensors(batch, policy)
                 log_now = step % cfg.log_interval == 0 or step == cfg.steps
                 metrics = update_step(policy, TensorBatch(obs, target, group, image), optim,

@@ -22,6 +22,11 @@ POLICY_TYPES: tuple[str, ...] = (C.POLICY_MLP, C.POLICY_CNN)
 #: Named parameter groups of every policy; any of them can be frozen.
 PARAM_GROUPS: tuple[str, ...] = (C.PARAM_GROUP_ENCODER, C.PARAM_GROUP_TRUNK,
                                  C.PARAM_GROUP_HEAD)
+#: Hardening noise models (see :mod:`clawgym_ros.training.hardening`).
+HARDENING_SENSOR_NOISE = "sensor_noise"
+HARDENING_FEATURE_STD = "feature_std"
+HARDENING_NOISES: tuple[str, ...] = (HARDENING_SENSOR_NOISE, HARDENING_FEATURE_STD)
+DEFAULT_HARDENING_INTENSITY = C.DEFAULT_HARDENING_INTENSITY
 #: Observation keys perturbed by robustness hardening unless configured otherwise.
 DEFAULT_HARDENING_KEYS: tuple[str, ...] = (C.OBS_JOINT_POS, C.OBS_JOINT_VEL, C.OBS_GRIPPER,
                                            C.OBS_OBJECT_POSES)
@@ -90,10 +95,22 @@ class TrainConfig:
         default=0.0, metadata=_help("share of each batch with perturbed observations"))
     hardening_keys: tuple[str, ...] = dataclasses.field(
         default=DEFAULT_HARDENING_KEYS, metadata=_help("observation keys that get perturbed"))
+    hardening_noise: str = dataclasses.field(
+        default=HARDENING_SENSOR_NOISE,
+        metadata=_help("hardening noise model: sensor_noise (the evaluation's sensor-noise "
+                       "family in physical units) or feature_std (noise_std/bias_std)"))
+    hardening_intensity: float = dataclasses.field(
+        default=DEFAULT_HARDENING_INTENSITY,
+        metadata=_help("sensor_noise model: rows draw an intensity in [0, this]"))
+    hardening_horizon_s: float = dataclasses.field(
+        default=10.0, metadata=_help("sensor_noise model: seconds the bias walks accumulate "
+                                     "over (about one demonstration)"))
     noise_std: float = dataclasses.field(
-        default=0.1, metadata=_help("per-feature gaussian noise, in units of the obs std"))
+        default=0.1, metadata=_help("feature_std model: per-feature gaussian noise, in units "
+                                    "of the obs std"))
     bias_std: float = dataclasses.field(
-        default=0.1, metadata=_help("per-key constant offset, in units of the obs std"))
+        default=0.1, metadata=_help("feature_std model: per-key constant offset, in units of "
+                                    "the obs std"))
     val_fraction: float = dataclasses.field(
         default=0.1, metadata=_help("share of episodes held out for validation"))
     val_samples: int = dataclasses.field(
@@ -139,6 +156,9 @@ class TrainConfig:
         self.frozen_groups = validate_frozen_groups(self.frozen_groups)
         check_range("hardening_share", self.hardening_share, 0.0, 1.0)
         self.hardening_keys = tuple(self.hardening_keys)
+        check_choice("hardening_noise", self.hardening_noise, HARDENING_NOISES)
+        check_range("hardening_intensity", self.hardening_intensity, 0.0, 1.0)
+        check_range("hardening_horizon_s", self.hardening_horizon_s, 0.0, 3600.0)
         check_range("noise_std", self.noise_std, 0.0, 100.0)
         check_range("bias_std", self.bias_std, 0.0, 100.0)
         check_range("val_fraction", self.val_fraction, 0.0, 0.9)
