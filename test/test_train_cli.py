@@ -83,6 +83,9 @@ def test_bad_freeze_and_unknown_dataset_are_one_line(run_dir, capsys, tmp_path):
     code, _, err = _train(capsys, run_dir, "--lr-schedule", "linear")
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "lr_schedule='linear'" in err and "'cosine'" in err and "'constant'" in err
+    code, _, err = _train(capsys, run_dir, "--hardening-intensity", "1.5")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "hardening_intensity=1.5 is invalid; allowed: [0, 1]" in err
 
 
 def test_train_on_a_synthesized_mcap_dataset_end_to_end(capsys, tmp_path):

@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--chunk", type=int, default=None, help="actions predicted per step")
     parser.add_argument("--hardening-share", type=float, default=None,
                         help="share of each batch with perturbed observations, [0, 1]")
+    parser.add_argument("--hardening-intensity", type=float, default=None,
+                        help="sensor-noise intensity the perturbed rows draw up to, [0, 1] "
+                             "(default 0.3)")
     parser.add_argument("--patience", type=int, default=None,
                         help="early stopping: validation checks without improvement (0 = off)")
     parser.add_argument("--init-checkpoint", default=None, metavar="ID",
@@ -46,7 +49,7 @@ def build_config(args: argparse.Namespace):
     if args.weights:
         values["group_weights"] = load_group_weights(args.weights)
     for name in ("policy", "batch_size", "lr", "lr_schedule", "chunk", "hardening_share",
-                 "patience"):
+                 "hardening_intensity", "patience"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     return TrainConfig(**values)
