@@ -25,6 +25,11 @@ class ConfigError(ClawgymError, ValueError):
         where = f"{source}: " if source else ""
         super().__init__(f"{where}{field}={value!r} is invalid; allowed: {allowed}")
 
+    def __reduce__(self) -> tuple:
+        # Rebuilt from its fields, so it crosses process boundaries (an evaluation worker's
+        # error reaches the caller as itself, not as a broken pool).
+        return type(self), (self.field, self.value, self.allowed, self.source)
+
 
 class ArtifactError(ClawgymError):
     """An artifact id is unknown, malformed, ambiguous or unsafe, or an artifact is corrupt."""

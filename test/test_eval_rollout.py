@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from clawgym_ros import constants as C
+from clawgym_ros.errors import ConfigError
 from clawgym_ros.evaluation.observation import (
     ObservationAssembler,
     arm_command,
@@ -60,6 +61,10 @@ def test_kept_pool_serves_several_policies_and_survives_a_dead_worker(specs):
             kept = pool.run(source, specs[:6], SCENE)
             assert [r.to_dict() for r in kept] == [
                 r.to_dict() for r in run_specs(source, specs[:6], 1, SCENE)]
+        # A worker's own error reaches the caller as itself; the pool stays up.
+        with pytest.raises(ConfigError, match="policy option bogus"):
+            pool.run(PolicySource.parse("scripted:pick_place:bogus=1"), specs[:2], SCENE)
+        assert pool.started
         os.kill(next(iter(pool._executor._processes)), signal.SIGKILL)
         with pytest.raises(WorkerPoolError, match="worker process died"):
             pool.run(other, specs[:6], SCENE)
