@@ -90,11 +90,11 @@ def sensor_noise_std(obs_spec: Mapping[str, int], keys: Iterable[str], horizon_s
     episode (rms over ``[0, horizon_s]``: ``walk * sqrt(horizon_s / 2)``) plus any constant
     bias: joint positions and the gripper width from the joint encoder fields (the fingers
     are joints: on the ROS path sensor_noise_node perturbs them and the width is assembled
-    from them; the in-process wrapper leaves the width clean), joint velocities from the velocity fields, object positions from the pose
-    estimate's position fields and quaternion components from its rotation std (a small
-    rotation of angle a moves a unit quaternion's components by about a / 2). Keys the
-    sensor-noise family does not reach get 0. Dropped and stale samples (a repeat of the last
-    value) are not emulated.
+    from them; the in-process wrapper leaves the width clean), joint velocities from the
+    velocity fields, object positions from the pose estimate's position fields and
+    quaternion components from its rotation std (a small rotation of angle a moves a unit
+    quaternion's components by about a / 2). Keys the sensor-noise family does not reach get
+    0. Dropped and stale samples (a repeat of the last value) are not emulated.
 
     Args:
         obs_spec: observation key -> width, in table column order.
