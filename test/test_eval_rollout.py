@@ -21,7 +21,12 @@ from clawgym_ros.evaluation.observation import (
 from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions, Runner
 from clawgym_ros.evaluation.ros_mode import StampedBuffer, graph_processes
 from clawgym_ros.evaluation.suites import expand, load_suite
-from clawgym_ros.evaluation.workers import WorkerPool, WorkerPoolError, run_specs
+from clawgym_ros.evaluation.workers import (
+    EvaluationCancelledError,
+    WorkerPool,
+    WorkerPoolError,
+    run_specs,
+)
 
 POLICY = "scripted:pick_place:grasp_height=0.015"
 SCENE = RolloutOptions(world="scene", max_steps=120)
@@ -70,6 +75,15 @@ def test_kept_pool_serves_several_policies_and_survives_a_dead_worker(specs):
             pool.run(other, specs[:6], SCENE)
         assert not pool.started
         assert len(pool.run(other, specs[:2], SCENE)) == 2     # fresh workers
+        # Closed from another thread mid-evaluation (evaluator_node cleaned up): a cancel.
+        import threading
+
+        def close_after_first(done: int, total: int, successes: int) -> None:
+            if done == 1:
+                threading.Thread(target=pool.close).start()
+
+        with pytest.raises(EvaluationCancelledError, match="pool was closed"):
+            pool.run(other, specs[:12], SCENE, progress=close_after_first)
 
 
 def test_pool_workers_exit_with_a_killed_caller(tmp_path):

@@ -38,6 +38,8 @@ Progress = Callable[[int, int, int], None]
 _RUNNER: tuple[tuple[PolicySource, RolloutOptions], Runner] | None = None
 #: Seconds between a worker's checks that its caller is alive.
 CALLER_POLL_S = 0.5
+#: Seconds between the caller's checks for cancel / close while episodes run.
+POLL_S = 0.1
 #: Modules the forkserver imports before forking workers (MuJoCo, the envs, the runner).
 FORKSERVER_PRELOAD: tuple[str, ...] = ("clawgym_ros.evaluation.rollout", "clawgym_ros.sim",
                                        "clawgym_ros.sim.mujoco_backend",
@@ -145,7 +147,8 @@ class WorkerPool:
 
         Raises:
             EvaluationCancelledError: ``cancel`` was set (episodes not yet started are
-                dropped; the ones running finish, the pool stays up).
+                dropped; the ones running finish, the pool stays up), or :meth:`close` was
+                called from another thread.
             WorkerPoolError: a worker died (the pool restarts for the next evaluation).
             ClawgymError: an episode raised it (e.g. a bad checkpoint).
         """
@@ -155,11 +158,25 @@ class WorkerPool:
         futures: list[cf.Future] = []
         try:
             futures += [executor.submit(_run, source, options, spec) for spec in specs]
-            for future in cf.as_completed(futures):
-                tracker.note(EpisodeResult.from_dict(future.result()))
+            pending = set(futures)
+            while pending:
+                done, pending = cf.wait(pending, timeout=POLL_S,
+                                        return_when=cf.FIRST_COMPLETED)
+                for future in done:
+                    tracker.note(EpisodeResult.from_dict(future.result()))
+                if self._executor is not executor:
+                    # close() from another thread (evaluator_node cleaned up mid-goal): the
+                    # executor's shutdown may leave queued futures pending for good.
+                    raise EvaluationCancelledError(
+                        f"cancelled after {len(tracker.results)} of {len(specs)} episodes: "
+                        "the worker pool was closed")
                 if cancel is not None and cancel.is_set():
                     raise EvaluationCancelledError(
                         f"cancelled after {len(tracker.results)} of {len(specs)} episodes")
+        except cf.CancelledError:
+            raise EvaluationCancelledError(
+                f"cancelled after {len(tracker.results)} of {len(specs)} episodes: the worker "
+                "pool was closed") from None
         except BrokenProcessPool as err:
             self.close()
             raise WorkerPoolError(f"an evaluation worker process died after "
@@ -168,7 +185,8 @@ class WorkerPool:
         finally:
             for future in futures:
                 future.cancel()
-            cf.wait(futures)
+            if self._executor is executor:
+                cf.wait(futures)     # the running episodes finish; the pool stays usable
         return tracker.ordered()
 
     def close(self) -> None:
