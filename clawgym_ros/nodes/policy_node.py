@@ -27,7 +27,6 @@ from __future__ import annotations
 import sys
 import time
 
-from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseArray, Twist
 from nav_msgs.msg import Odometry
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
@@ -57,7 +56,7 @@ from clawgym_ros.evaluation.ros_mode import (
     StampedBuffer,
 )
 from clawgym_ros.ros_io import sensors
-from clawgym_ros.ros_io.convert import time_msg, time_seconds
+from clawgym_ros.ros_io.convert import duration_msg_ns, nanos, time_msg, time_seconds
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.qos import (
     CLOCK_QOS,
@@ -66,11 +65,6 @@ from clawgym_ros.ros_io.qos import (
     SENSOR_QOS,
 )
 from clawgym_ros.ros_io.spin import spin
-
-
-def _ns(stamp: float) -> int:
-    """Stamp seconds as integer nanoseconds (as the message carries it)."""
-    return int(round(stamp * 1e9))
 
 
 def _trajectory_msg(stamp: float, fingers: bool, points) -> JointTrajectory:
@@ -84,7 +78,7 @@ def _trajectory_msg(stamp: float, fingers: bool, points) -> JointTrajectory:
         half = [grip / 2, grip / 2] if fingers else []
         point = JointTrajectoryPoint(
             positions=[*pos.tolist(), *half],
-            time_from_start=Duration(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000))
+            time_from_start=duration_msg_ns(t_ns))
         if vel is not None:
             point.velocities = [*vel.tolist(), *([0.0] * len(half))]
         msg.points.append(point)
@@ -109,7 +103,7 @@ class PolicyNode(Node):
         # inputs still waiting for their t = 0 sample after ~/reset (see _put).
         self.covered_ns: int | None = None
         self.starting: set[str] = set()
-        self.step_ns = int(round(cfg.control_dt * 1e9))
+        self.step_ns = nanos(cfg.control_dt)
         # Lockstep: act only once the evaluator started an episode (its ~/reset call), so the
         # observation sim_node publishes when it comes up never produces a stray command.
         self.armed = cfg.mode != POLICY_LOCKSTEP
@@ -224,7 +218,7 @@ class PolicyNode(Node):
         stamp = self.buffer.ready(time.monotonic(), self.config.hold_timeout)
         if stamp is not None:
             self.buffer.acted = stamp
-            if self.covered_ns is None or _ns(stamp) > self.covered_ns:
+            if self.covered_ns is None or nanos(stamp) > self.covered_ns:
                 self._act(stamp)
 
     def _act_free(self) -> None:
@@ -262,7 +256,7 @@ class PolicyNode(Node):
         # carries the whole action and the evaluator waits for exactly it.
         self._traj_pub.publish(_trajectory_msg(
             stamp, lockstep and cmd.gripper is not None,
-            [(_ns(t), pos, vel, cmd.gripper)
+            [(nanos(t), pos, vel, cmd.gripper)
              for t, pos, vel in trajectory_points(cmd, self.config.control_dt)]))
 
     def _publish_chunk(self, stamp: float, actions: list) -> None:
@@ -276,7 +270,7 @@ class PolicyNode(Node):
             (t_ns, pos, vel, grip) for (t_ns, pos, vel), grip in
             zip(chunk_points(commands, self.step_ns), grips, strict=True)])
         self.actions += len(actions)
-        self.covered_ns = _ns(stamp) + (len(actions) - 1) * self.step_ns
+        self.covered_ns = nanos(stamp) + (len(actions) - 1) * self.step_ns
         self._traj_pub.publish(msg)
 
 

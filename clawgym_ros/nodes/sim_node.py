@@ -58,7 +58,7 @@ from clawgym_interfaces.srv import ResetSim, SetDynamics, SetLighting, StepSim
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError
 from clawgym_ros.ros_io import sensors
-from clawgym_ros.ros_io.convert import time_msg, time_seconds
+from clawgym_ros.ros_io.convert import nanos, stamp_nanos, time_msg, time_seconds
 from clawgym_ros.ros_io.lean_executor import executor_for
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.qos import CLOCK_QOS, COMMAND_QOS, LOCKSTEP_SENSOR_QOS, SENSOR_QOS
@@ -82,11 +82,6 @@ MIN_TICK_S = 0.002
 WAIT_COMMAND_TIMEOUT_S = 5.0
 #: Period of the lockstep watchdog that fails ``wait_command`` steps past their timeout (s).
 WATCHDOG_PERIOD_S = 0.1
-
-
-def _nanos(stamp) -> int:
-    """builtin_interfaces/Time as integer nanoseconds (exact comparison of stamps)."""
-    return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
 class SimNode(Node):
@@ -289,9 +284,9 @@ class SimNode(Node):
                 msg, session.time, session.config.trajectory_interpolation))
         self._command("joint_trajectory", apply)
         # Delivered (applied, or rejected and logged): a step waiting for it may go on.
-        start = _nanos(msg.header.stamp)
-        step = int(round(self.session.control_dt * 1e9)) if self.session is not None else 0
-        steps = chunk_steps([_nanos(p.time_from_start) for p in msg.points], step)
+        start = stamp_nanos(msg.header.stamp)
+        step = nanos(self.session.control_dt) if self.session is not None else 0
+        steps = chunk_steps([stamp_nanos(p.time_from_start) for p in msg.points], step)
         self._commanded = (start, start + (steps - 1) * step, step)
         if self._waiter is not None and self._is_commanded(self._waiter[0]):
             self._release_waiter(True)
@@ -356,10 +351,10 @@ class SimNode(Node):
             # time it starts at (the policy acts on every published observation): the
             # evaluator asks once per run and reads the states from the raw topics.
             steps = 0 if request.no_step else max(int(request.steps), 1)
-            want = _nanos(request.command_stamp)
+            want = stamp_nanos(request.command_stamp)
             for done in range(max(steps, 1)):
                 if done:
-                    want = _nanos(time_msg(self.session.time))
+                    want = nanos(self.session.time)
                 if not self._is_commanded(want):
                     future = Future()
                     self._waiter = (want, future, time.monotonic() + timeout)
@@ -396,7 +391,7 @@ class SimNode(Node):
             return "wait_command needs an arm scenario (cmd_vel carries no stamp)"
         if self._waiter is not None:
             return "another step is already waiting for a command"
-        if _nanos(request.command_stamp) != _nanos(time_msg(session.time)):
+        if stamp_nanos(request.command_stamp) != nanos(session.time):
             return (f"command_stamp {time_seconds(request.command_stamp):.3f} is not the "
                     f"simulation time {session.time:.3f}")
         return ""

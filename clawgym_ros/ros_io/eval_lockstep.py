@@ -47,7 +47,7 @@ from clawgym_ros.evaluation.ros_mode import INTERPOSERS, SRV_POLICY_RESET
 from clawgym_ros.evaluation.scripted import LiftTracker
 from clawgym_ros.evaluation.suites import EpisodeSpec
 from clawgym_ros.ros_io import sensors
-from clawgym_ros.ros_io.convert import time_seconds
+from clawgym_ros.ros_io.convert import nanos, stamp_nanos, time_seconds
 
 CONTROL_DT = 0.02
 #: Control steps per ``sim/step`` request: the evaluator's round trip is paid once per run;
@@ -57,10 +57,6 @@ RUN_STEPS = 10
 #: Ground-truth samples the driver may hold untaken (> RUN_STEPS + the t = 0 samples).
 TRUTH_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=64,
                        reliability=ReliabilityPolicy.RELIABLE)
-
-
-def _nanos(stamp) -> int:
-    return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
 class LockstepError(ClawgymError):
@@ -90,7 +86,7 @@ class LockstepEvaluator:
         self.scene = scene
         self.executor = executor
         self.steps_done = 0
-        self._dt_ns = int(round(CONTROL_DT * 1e9))
+        self._dt_ns = nanos(CONTROL_DT)
         self.assembler = ObservationAssembler(scene)
         self.reset_client = node.create_client(ResetSim, C.SRV_RESET)
         self.step_client = node.create_client(StepSim, C.SRV_STEP)
@@ -178,15 +174,15 @@ class LockstepEvaluator:
         def ready() -> bool:
             with self._arrived:
                 for queue in self._truth.values():
-                    while queue and _nanos(queue[0].header.stamp) <= after_ns:
+                    while queue and stamp_nanos(queue[0].header.stamp) <= after_ns:
                         queue.popleft()
                 return all(self._truth.values())
 
         self._wait_for(ready, f"ground truth after t={after_ns * 1e-9:.3f}")
         with self._arrived:
             js, objects = self._truth["joints"].popleft(), self._truth["objects"].popleft()
-        stamp_ns = _nanos(js.header.stamp)
-        if (stamp_ns != _nanos(objects.header.stamp)
+        stamp_ns = stamp_nanos(js.header.stamp)
+        if (stamp_ns != stamp_nanos(objects.header.stamp)
                 or abs(stamp_ns - after_ns - self._dt_ns) > 1000):
             raise LockstepError(f"ros evaluation: ground truth after t={after_ns * 1e-9:.3f} "
                                 "was lost (a later sample came first)")
@@ -203,8 +199,8 @@ class LockstepEvaluator:
             with self._arrived:
                 for key in list(pending):
                     queue = self._truth[key]
-                    while queue and _nanos(queue[0].header.stamp) <= end_ns:
-                        if _nanos(queue.popleft().header.stamp) == end_ns:
+                    while queue and stamp_nanos(queue[0].header.stamp) <= end_ns:
+                        if stamp_nanos(queue.popleft().header.stamp) == end_ns:
                             pending.discard(key)
             return not pending
 
@@ -245,11 +241,11 @@ class LockstepEvaluator:
         arrived here and sim_node received the policy's command for t = 0 within ``wait``
         seconds each. Leaves no sample queued."""
         stamp = self._reset(0).stamp
-        at_ns = _nanos(stamp)
+        at_ns = stamp_nanos(stamp)
 
         def arrived() -> bool:
             with self._arrived:
-                return all(any(_nanos(m.header.stamp) == at_ns for m in queue)
+                return all(any(stamp_nanos(m.header.stamp) == at_ns for m in queue)
                            for queue in self._truth.values())
 
         try:
@@ -308,7 +304,7 @@ class LockstepEvaluator:
         tracker.update(t, state)
         success = ended = False
         steps = 0
-        now_ns = _nanos(stamp)
+        now_ns = stamp_nanos(stamp)
         while not ended and steps < self.max_steps:
             run = min(RUN_STEPS, self.max_steps - steps)
             what = f"sim/step x{run} from t={t:.3f} (waits for the policy's commands)"
@@ -316,7 +312,7 @@ class LockstepEvaluator:
             for _ in range(run):
                 # The states of this run, in order; after the end the run is only finished.
                 truth_stamp, state = self._next_truth(now_ns)
-                now_ns = _nanos(truth_stamp)
+                now_ns = stamp_nanos(truth_stamp)
                 t = time_seconds(truth_stamp)
                 steps += 1
                 self.steps_done += 1
@@ -332,7 +328,7 @@ class LockstepEvaluator:
         # The policy acts on the last observation too: wait until that command reached
         # sim_node, so no command of this episode can arrive after the next reset.
         self._finish(self._run(stamp, 0), f"last command at t={time_seconds(stamp):.3f}")
-        self._drain(_nanos(stamp), now_ns)
+        self._drain(stamp_nanos(stamp), now_ns)
         return scorer.result(tracker.stages, tracker.reached_names, success,
                              perturbation_values(cores))
 

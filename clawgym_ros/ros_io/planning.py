@@ -5,21 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from builtin_interfaces.msg import Duration
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.planning import types as T
+from clawgym_ros.ros_io.convert import duration_msg
 
 _GOAL_TYPES = {0: T.GOAL_JOINTS, 1: T.GOAL_POSE, 2: T.GOAL_NAMED}
 _WORLD_FRAMES = ("", C.FRAME_WORLD)
-
-
-def duration_msg(seconds: float) -> Duration:
-    """A builtin_interfaces/Duration for ``seconds`` (nanosecond rounding)."""
-    nanos = int(round(seconds * 1e9))
-    return Duration(sec=nanos // 1_000_000_000, nanosec=nanos % 1_000_000_000)
 
 
 def trajectory_to_msg(traj: T.Trajectory, frame_id: str = C.FRAME_WORLD) -> JointTrajectory:

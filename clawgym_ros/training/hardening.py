@@ -78,10 +78,6 @@ def perturb_observations(
     return out
 
 
-#: Width of one object pose in ``object_poses``: position (3) + quaternion (4).
-POSE_WIDTH = 7
-
-
 def sensor_noise_std(obs_spec: Mapping[str, int], keys: Iterable[str], horizon_s: float,
                      config: object | None = None) -> torch.Tensor:
     """Per-feature std, at sensor-noise intensity 1, of the perturbed ``keys``.
