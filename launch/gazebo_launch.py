@@ -1,8 +1,9 @@
 """Gazebo path: gz-sim with a generated world, the robot from its xacro, ros_gz_bridge.
 
 ROS workstation only (launch, launch_ros, ros_gz_sim, ros_gz_bridge, robot_state_publisher).
-The bridge (config/ros_gz_bridge.yaml) exposes exactly the topics of sim_node
-(clawgym_ros.sim.topics.SIM_TOPICS), so every other node works unchanged.
+The bridge (config/ros_gz_bridge.yaml, written with the scene's world name filled in) exposes
+exactly the topics of sim_node (clawgym_ros.sim.topics.SIM_TOPICS), so every other node works
+unchanged. The arm's URDF (use_gazebo) fixes its base to the world where it is spawned.
 
     ros2 launch clawgym_ros gazebo_launch.py scene:=tabletop
 """
@@ -56,9 +57,23 @@ def _setup(context, *args, **kwargs):
                         .split(".")[0], "-string", urdf, "-x", str(x), "-y", str(y),
                         "-z", str(z), "-Y", str(robot.get("yaw", 0.0))]),
         Node(package="ros_gz_bridge", executable="parameter_bridge", output="screen",
-             parameters=[{"config_file": str(share / "config" / "ros_gz_bridge.yaml"),
+             parameters=[{"config_file": str(_bridge_config(share, scene_name)),
                           "use_sim_time": True}]),
     ]
+
+
+def _bridge_config(share: Path, world: str) -> Path:
+    """config/ros_gz_bridge.yaml with the world name filled in, written to the temp dir."""
+    import tempfile
+
+    import yaml
+
+    from clawgym_ros.sim.topics import bridge_config_for_world
+
+    entries = yaml.safe_load((share / "config" / "ros_gz_bridge.yaml").read_text())
+    path = Path(tempfile.gettempdir()) / f"clawgym_ros_gz_bridge_{world}.yaml"
+    path.write_text(yaml.safe_dump(bridge_config_for_world(entries, world), sort_keys=False))
+    return path
 
 
 def _ros_gz_sim_share() -> str:

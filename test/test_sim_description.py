@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -31,7 +33,9 @@ def test_urdf_is_a_consistent_tree(path, mappings):
     children = [j.find("child").get("link") for j in joints]
     assert len(children) == len(set(children)), "a link with two parents"
     roots = links - set(children)
-    assert roots == {C.FRAME_BASE}
+    # Gazebo: the arm is bolted to the world (see test_arm_is_fixed_to_the_world_on_gazebo)
+    fixed_arm = path.name == "claw_arm.urdf.xacro" and mappings
+    assert roots == ({C.FRAME_WORLD} if fixed_arm else {C.FRAME_BASE})
     for joint in joints:
         assert joint.find("parent").get("link") in links
         assert joint.find("child").get("link") in links
@@ -101,3 +105,33 @@ def test_every_xacro_compiles_in_mujoco(path):
         jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
         assert jid >= 0
     assert (model.body_mass[1:] >= 0).all() and model.body_mass.sum() > 1.0
+
+
+def test_arm_is_fixed_to_the_world_on_gazebo():
+    """gz-sim spawns a URDF without a root link named "world" as a free body: the arm fell."""
+    gz = _urdf(S.ROOT / "urdf/claw_arm.urdf.xacro", (("use_gazebo", "true"),))
+    world_joints = [j for j in gz.findall("joint") if j.find("parent").get("link") == "world"]
+    assert len(world_joints) == 1
+    assert world_joints[0].get("type") == "fixed"
+    assert world_joints[0].find("child").get("link") == C.FRAME_BASE
+    # MuJoCo and MoveIt (its SRDF has a virtual joint to world) get the plain tree; the
+    # mobile base must stay free on Gazebo.
+    plain = _urdf(S.ROOT / "urdf/claw_arm.urdf.xacro", ())
+    assert "world" not in {link.get("name") for link in plain.findall("link")}
+    base = _urdf(S.ROOT / "urdf/mobile_base.urdf.xacro", (("use_gazebo", "true"),))
+    assert "world" not in {link.get("name") for link in base.findall("link")}
+
+
+@pytest.mark.skipif(shutil.which("check_urdf") is None,
+                    reason="urdfdom's check_urdf is not installed (Debian: liburdfdom-tools)")
+@pytest.mark.parametrize("path", XACROS, ids=lambda p: p.name)
+@pytest.mark.parametrize("mappings", MAPPINGS, ids=("plain", "gazebo"))
+def test_urdf_passes_urdfdom_check_urdf(path, mappings, tmp_path):
+    urdf = tmp_path / "robot.urdf"
+    urdf.write_text(S.expand_xacro(path, mappings))
+    done = subprocess.run(["check_urdf", str(urdf)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Successfully Parsed XML" in done.stdout
+    root = "world" if path.name == "claw_arm.urdf.xacro" and mappings else C.FRAME_BASE
+    assert f"root Link: {root} " in done.stdout

@@ -7,8 +7,10 @@ MuJoCo model), and the robot is spawned by ``launch/gazebo_launch.py``.
 
 What maps to which service (``<w>`` = world name = scene name):
 
-* reset: ``/world/<w>/control`` (WorldControl reset all), then ``/world/<w>/set_pose_vector``
-  with object poses drawn by the shared :func:`~clawgym_ros.sim.scene.sample_object_poses`;
+* reset: ``/world/<w>/control`` (WorldControl reset all, pause kept true: gz-sim applies the
+  request's ``pause`` field with every control request, so a reset that leaves it false starts
+  the world running and lockstep is lost), then ``/world/<w>/set_pose_vector`` with object
+  poses drawn by the shared :func:`~clawgym_ros.sim.scene.sample_object_poses`;
 * lighting: ``/world/<w>/light_config`` (gz.msgs.Light: diffuse, specular, direction, pose);
   Gazebo lights have no per-light ambient and there is no headlight, so those scales are
   recorded but have no effect;
@@ -129,6 +131,7 @@ class GazeboBackend(SimBackend):
             raise ConfigError("scenario", scenario,
                               f"{self.world!r} (Gazebo runs one world per launch)")
         control = self._msg("world_control_pb2", "WorldControl")()
+        control.pause = True  # gz-sim sets pause from every request: false would run the world
         control.reset.all = True
         self._call("control", control)
         self.restore_defaults()

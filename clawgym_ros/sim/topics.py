@@ -40,6 +40,10 @@ class SimTopic:
     note: str = ""
 
 
+#: stands for the world name in Gazebo topics that gz-sim puts under ``/world/<name>/`` (the
+#: scene broadcaster's dynamic_pose/info); :func:`bridge_config_for_world` fills it in.
+WORLD_PLACEHOLDER = "{world}"
+
 _TOPICS = (
     SimTopic(C.TOPIC_JOINT_STATES_RAW, "sensor_msgs/msg/JointState", PUBLISH,
              C.TOPIC_JOINT_STATES, "joint_states_raw", "gz.msgs.Model"),
@@ -56,8 +60,10 @@ _TOPICS = (
     SimTopic(C.TOPIC_CLOCK, "rosgraph_msgs/msg/Clock", PUBLISH, C.TOPIC_CLOCK,
              "/clock", "gz.msgs.Clock"),
     SimTopic(C.TOPIC_OBJECT_POSES_RAW, "geometry_msgs/msg/PoseArray", PUBLISH,
-             C.TOPIC_OBJECT_POSES, "/world/tabletop/dynamic_pose/info", "gz.msgs.Pose_V",
-             "Gazebo sends every dynamic link's pose (robot links included), not only objects"),
+             C.TOPIC_OBJECT_POSES, f"/world/{WORLD_PLACEHOLDER}/dynamic_pose/info",
+             "gz.msgs.Pose_V",
+             "Gazebo sends every dynamic link's pose (robot links included), not only objects; "
+             "the world name is the scene's (gazebo_launch renders the bridge config)"),
     SimTopic(C.TOPIC_JOINT_TRAJECTORY, "trajectory_msgs/msg/JointTrajectory", SUBSCRIBE,
              C.TOPIC_JOINT_TRAJECTORY, "joint_trajectory", "gz.msgs.JointTrajectory"),
     SimTopic(C.TOPIC_CMD_VEL, "geometry_msgs/msg/Twist", SUBSCRIBE, C.TOPIC_CMD_VEL,
@@ -80,3 +86,22 @@ def raw_to_clean_remaps() -> list[tuple[str, str]]:
 def bridged_topics() -> list[SimTopic]:
     """The topics ros_gz_bridge must carry (those with a Gazebo topic)."""
     return [t for t in _TOPICS if t.gz_topic is not None]
+
+
+def bridge_config_for_world(entries: list[dict], world: str) -> list[dict]:
+    """ros_gz_bridge config entries (``config/ros_gz_bridge.yaml``) for one world: the world
+    placeholder in Gazebo topic names replaced by ``world`` (= the scene name).
+
+    Raises:
+        ConfigError: ``world`` is empty or not a valid gz topic segment.
+    """
+    from clawgym_ros.errors import ConfigError
+
+    if not world or any(ch in world for ch in "/{} "):
+        raise ConfigError("world", world, "a gz world name without '/', '{', '}' or spaces")
+    out = []
+    for entry in entries:
+        entry = dict(entry)
+        entry["gz_topic_name"] = str(entry["gz_topic_name"]).replace(WORLD_PLACEHOLDER, world)
+        out.append(entry)
+    return out
