@@ -46,7 +46,10 @@ def _setup(context, *args, **kwargs):
         loop_config = str(share / "config" / "loop" / f"{loop_config}.yaml")
     perturb = arg["perturbations"].lower() == "true"
     nodes = [
+        # sim_node is a lifecycle node and nothing here manages it: --autostart configures
+        # and activates it (else it serves only its lifecycle services: no sensors, no clock).
         Node(package=PACKAGE, executable="sim_node", name="sim_node", output="screen",
+             arguments=["--autostart"],
              parameters=[_params(share, "sim"), {"scenario": arg["scene"]}],
              # Without interposers the raw sensor topics are the clean ones.
              remappings=[] if perturb else raw_to_clean_remaps()),

@@ -98,16 +98,6 @@ def test_gazebo_backend_needs_gz_transport():
         cls("tabletop")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("launch_ros") is None,
-                    reason="launch / launch_ros are not available as wheels; ROS workstation only")
-def test_gazebo_launch_description_builds():
-    spec = importlib.util.spec_from_file_location("gazebo_launch",
-                                                  S.ROOT / "launch" / "gazebo_launch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.generate_launch_description().entities
-
-
 def test_bridge_config_names_the_scene_world():
     """The dynamic-pose topic was hard-coded to world "tabletop": outdoor bridged nothing."""
     entries = yaml.safe_load(BRIDGE.read_text())
