@@ -249,6 +249,7 @@ def run_launch(path: Path, monkeypatch, patch: dict[str, Any] | None = None,
         monkeypatch.setattr(module, attr, value)
     if hasattr(module, "IncludeLaunchDescription"):
         monkeypatch.setattr(module, "IncludeLaunchDescription", RecordedInclude)
+        monkeypatch.setattr(module, "PythonLaunchDescriptionSource", _SourceStandIn)
     launch = importlib.import_module("launch")
     description = module.generate_launch_description()
     declared = [e for e in description.entities if hasattr(e, "default_value")]
