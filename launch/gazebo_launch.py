@@ -40,12 +40,19 @@ def _setup(context, *args, **kwargs):
     headless = LaunchConfiguration("headless").perform(context).lower() == "true"
     spec = yaml.safe_load((share / "config" / "scenes" / f"{scene_name}.yaml").read_text())
     robot = spec["robot"]
+    x, y, z = robot.get("pos", [0.0, 0.0, 0.0])
+    yaw = float(robot.get("yaw", 0.0))
+    mappings = {"use_gazebo": "true"}
+    if "arm" in Path(robot["urdf"]).name:  # clawgym_ros.sim.scene.Robot.is_arm
+        # The arm is bolted to the world by its URDF's world joint, which carries the base
+        # pose (so robot_state_publisher's "world" is gz-sim's); the model spawns at 0.
+        mappings.update(world_xyz=f"{x} {y} {z}", world_rpy=f"0 0 {yaw}")
+        x = y = z = yaw = 0.0
     urdf = xacro.process_file(str(share / robot["urdf"]),
-                              mappings={"use_gazebo": "true"}).toprettyxml(indent="  ")
+                              mappings=mappings).toprettyxml(indent="  ")
     world = share / "worlds" / f"{scene_name}.sdf"
     gz_sim = Path(_ros_gz_sim_share()) / "launch" / "gz_sim.launch.py"
     gz_args = f"{'-s ' if headless else ''}-r {world}"
-    x, y, z = robot.get("pos", [0.0, 0.0, 0.0])
     return [
         IncludeLaunchDescription(PythonLaunchDescriptionSource(str(gz_sim)),
                                  launch_arguments={"gz_args": gz_args}.items()),
@@ -55,7 +62,7 @@ def _setup(context, *args, **kwargs):
         Node(package="ros_gz_sim", executable="create", output="screen",
              arguments=["-world", scene_name, "-name", spec["robot"]["urdf"].split("/")[-1]
                         .split(".")[0], "-string", urdf, "-x", str(x), "-y", str(y),
-                        "-z", str(z), "-Y", str(robot.get("yaw", 0.0))]),
+                        "-z", str(z), "-Y", str(yaw)]),
         Node(package="ros_gz_bridge", executable="parameter_bridge", output="screen",
              parameters=[{"config_file": str(_bridge_config(share, scene_name)),
                           "use_sim_time": True}]),

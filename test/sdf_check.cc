@@ -10,7 +10,13 @@ static void printModel(const sdf::Model &model, const std::string &prefix)
 {
   std::cout << prefix << "model " << model.Name() << " static=" << model.Static() << "\n";
   for (uint64_t i = 0; i < model.LinkCount(); ++i)
-    std::cout << prefix << "link " << model.LinkByIndex(i)->Name() << "\n";
+  {
+    // pose in the model frame: x y z roll pitch yaw
+    const sdf::Link *link = model.LinkByIndex(i);
+    auto pose = link->RawPose();  // ignition:: (sdformat 12) or gz::math (13+) Pose3d
+    link->SemanticPose().Resolve(pose, "__model__");
+    std::cout << prefix << "link " << link->Name() << " " << pose << "\n";
+  }
   for (uint64_t i = 0; i < model.JointCount(); ++i)
   {
     const sdf::Joint *joint = model.JointByIndex(i);

@@ -18,6 +18,7 @@ import importlib
 import importlib.util
 import sys
 import types
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import pytest
 import yaml
 
 from clawgym_ros import constants as C
+from clawgym_ros.sim import scene as S
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH_FILES = sorted((ROOT / "launch").glob("*_launch.py"))
@@ -481,11 +483,16 @@ def test_gazebo_launch_defaults(monkeypatch, tmp_path):
         ("ros_gz_bridge", "parameter_bridge")}
     rsp = nodes["robot_state_publisher"].param_dict()
     assert rsp["use_sim_time"] is True
-    assert '<link name="world"' in rsp["robot_description"]  # bolted to the world
+    # bolted to the world, at the scene's base pose (TF "world" = gz-sim's world); spawned at 0
+    robot = ET.fromstring(rsp["robot_description"])
+    joint = next(j for j in robot.findall("joint") if j.find("parent").get("link") == "world")
+    assert joint.get("type") == "fixed" and joint.find("child").get("link") == "base_link"
+    xyz = [float(v) for v in joint.find("origin").get("xyz").split()]
+    assert xyz == pytest.approx(list(S.load_scene("tabletop").robot.pos))
     create = nodes["create"].arguments
     flags = dict(zip(create[::2], create[1::2], strict=True))
     assert flags["-world"] == "tabletop" and flags["-name"] == "claw_arm"
-    assert float(flags["-z"]) == pytest.approx(0.40)
+    assert [float(flags[k]) for k in ("-x", "-y", "-z", "-Y")] == [0.0, 0.0, 0.0, 0.0]
     assert flags["-string"] == rsp["robot_description"]
     bridge = nodes["parameter_bridge"].param_dict()
     config = yaml.safe_load(Path(bridge["config_file"]).read_text())
@@ -501,6 +508,9 @@ def test_gazebo_launch_outdoor_with_gui(monkeypatch, tmp_path):
     create = nodes["create"].arguments
     flags = dict(zip(create[::2], create[1::2], strict=True))
     assert flags["-world"] == "outdoor" and flags["-name"] == "mobile_base"
+    base = S.load_scene("outdoor").robot
+    assert [float(flags[k]) for k in ("-x", "-y", "-z", "-Y")] == pytest.approx(
+        [*base.pos, base.yaw])
     # the mobile base must stay free
     assert '<link name="world"' not in nodes["robot_state_publisher"].param_dict()[
         "robot_description"]

@@ -170,14 +170,19 @@ def test_generated_worlds_load_in_sdformat(sdf_check, scene, tmp_path):
 def test_spawned_robot_converts_in_sdformat(sdf_check, xacro, tmp_path):
     """gz-sim converts the spawned URDF with SDFormat: the arm must come out with a fixed
     joint to the world (it was a free body), the mobile base without one."""
+    mappings = (("use_gazebo", "true"),)
+    if xacro == "claw_arm":  # as gazebo_launch does: the base pose on the world joint
+        mappings += (("world_xyz", "0.1 -0.2 0.4"), ("world_rpy", "0 0 0.5"))
     path = tmp_path / f"{xacro}.urdf"
-    path.write_text(S.expand_xacro(S.ROOT / f"urdf/{xacro}.urdf.xacro",
-                                   (("use_gazebo", "true"),)))
+    path.write_text(S.expand_xacro(S.ROOT / f"urdf/{xacro}.urdf.xacro", mappings))
     lines = sdf_check(path)
     to_world = [line for line in lines if line.startswith("joint ")
                 and line.split()[3] == "world"]
     if xacro == "claw_arm":
         assert to_world == ["joint world_joint fixed world base_link"], lines
+        base = next(line for line in lines if line.startswith(f"link {C.FRAME_BASE} "))
+        assert [float(v) for v in base.split()[2:]] == pytest.approx(
+            [0.1, -0.2, 0.4, 0.0, 0.0, 0.5], abs=1e-9)
     else:
         assert to_world == [], lines
 
