@@ -1,27 +1,38 @@
 # clawgym_ros: two commands on a fresh machine.
 #   make demo   set everything up, then run the main job on the embedded default (MuJoCo + OMPL)
 #   make test   set everything up, then run the test suite
-# Set-up is idempotent: stamp files in .venv/ make a second `make setup` take seconds.
+# ROS 2 distro: ROS=jazzy (the LTS, default) or ROS=kilted, each from pinned PyPI wheels
+# (requirements-ros-<distro>.txt) in its own venv: .venv (jazzy), .venv-kilted. With
+# /opt/ros/<distro> sourced (ROS_DISTRO set) that system ROS is used, whatever ROS= says.
+# Set-up is idempotent: stamp files in the venv make a second `make setup` take seconds.
 
 SHELL := /bin/bash
 PYTHON ?= python3
-VENV := $(CURDIR)/.venv
+ROS_DEFAULT := jazzy
+ROS_WHEEL_DISTROS := jazzy kilted
+ifdef ROS_DISTRO
+override ROS := $(ROS_DISTRO)
+VENV_FLAGS := --system-site-packages
+ROS_REQS_FILE :=
+VENV_TAG := $(ROS)-system
+else
+ROS ?= $(ROS_DEFAULT)
+ifeq ($(filter $(ROS),$(ROS_WHEEL_DISTROS)),)
+$(error ROS=$(ROS) is not supported; allowed: $(ROS_WHEEL_DISTROS))
+endif
+VENV_FLAGS :=
+ROS_REQS_FILE := requirements-ros-$(ROS).txt
+VENV_TAG := $(ROS)-wheels
+endif
+VENV := $(CURDIR)/.venv$(if $(filter $(ROS),$(ROS_DEFAULT)),,-$(ROS))
 PY := $(VENV)/bin/python
-BUILD := $(CURDIR)/build
-STAMP_APT := $(VENV)/.stamp-apt
+BUILD := $(CURDIR)/build/$(ROS)
+STAMP_APT := $(VENV)/.stamp-apt-$(VENV_TAG)
 STAMP_DEPS := $(VENV)/.stamp-deps
 STAMP_IFACE := $(VENV)/.stamp-interfaces
 STAMP_PKG := $(VENV)/.stamp-package
 IFACE_SRC := $(shell find clawgym_interfaces -type f \( -name '*.msg' -o -name '*.srv' -o -name '*.action' -o -name 'CMakeLists.txt' -o -name 'package.xml' \))
 APT_PACKAGES := cmake g++ make git libegl1 libgl1 libegl-mesa0 libgles2 libosmesa6
-# On a ROS 2 workstation (ROS_DISTRO set, /opt/ros/<distro> sourced) the system ROS is used.
-ifdef ROS_DISTRO
-VENV_FLAGS := --system-site-packages
-ROS_REQS :=
-else
-VENV_FLAGS :=
-ROS_REQS := -r requirements-ros.txt
-endif
 # Interfaces for rclpy only (every node here is Python): no C++ type support and no
 # optimization of the generated code (a handful of small messages). 3 min 11 s -> 1 min 19 s
 # measured on 2 cores; colcon on a workstation builds the full package instead.
@@ -42,11 +53,18 @@ $(STAMP_APT):
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+	@# A venv made for another distro or install path (e.g. an older Kilted .venv) is rebuilt.
+	@if [ -x $(PY) ] && [ "$$(cat $(VENV)/.ros-distro 2>/dev/null)" != "$(VENV_TAG)" ]; then \
+	  echo "$(VENV) was set up for '$$(cat $(VENV)/.ros-distro 2>/dev/null || echo unknown)', not $(VENV_TAG): rebuilding it"; \
+	  rm -rf $(VENV); \
+	fi
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
+	@echo "$(VENV_TAG)" > $(VENV)/.ros-distro
 	@touch $@
 
-$(STAMP_DEPS): $(STAMP_APT) requirements.txt requirements-ros.txt
-	$(PY) -m pip install -q --disable-pip-version-check --no-compile $(ROS_REQS) -r requirements.txt
+$(STAMP_DEPS): $(STAMP_APT) requirements.txt $(ROS_REQS_FILE)
+	$(PY) -m pip install -q --disable-pip-version-check --no-compile \
+	  $(if $(ROS_REQS_FILE),-r $(ROS_REQS_FILE)) -r requirements.txt
 	@touch $@
 
 $(STAMP_IFACE): $(STAMP_DEPS) $(IFACE_SRC)

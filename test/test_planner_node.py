@@ -9,7 +9,6 @@ from test.conftest import ROOT, read_logs, spin_until
 pytestmark = pytest.mark.ros
 
 
-
 def test_plan_motion_service_across_processes(procs, rclpy_context, tmp_path):
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
@@ -75,6 +74,39 @@ def test_plan_motion_service_across_processes(procs, rclpy_context, tmp_path):
         response = call(bad)
         assert not response.success and response.reason == "invalid_request"
         assert "joint_goal" in response.message
+
+        # Succeed, fail, succeed: each outcome logs at its own severity. A node that logged
+        # both from one call line died here on Jazzy ("Logger severity cannot be changed").
+        request.execute = False
+        assert call(request).success
+        assert not call(far).success
+        assert call(request).success, read_logs(tmp_path)
+        assert procs.get("planner").poll() is None, read_logs(tmp_path)
     finally:
         executor.shutdown()
         node.destroy_node()
+
+
+@pytest.mark.parametrize("module, args, reason", [
+    ("clawgym_ros.nodes.planner_node", ["-p", "backend:=moveit"],
+     "configure failed: cannot build the moveit planner"),
+    ("clawgym_ros.nodes.synthesis_node", ["-p", "autostart:=true", "-p", "default_workers:=-3"],
+     "default_workers=-3 is invalid"),
+    ("clawgym_ros.nodes.sim_node", ["-p", "scenario:=moon"], "configure failed: "),
+])
+def test_autostart_with_a_failing_configure_exits_with_one_line(procs, tmp_path, module, args,
+                                                                 reason):
+    """Autostart checks configure's result: one line naming why, exit 2, never a traceback
+    (Jazzy raised RCLError on the activate that followed; Kilted left the node spinning
+    unconfigured)."""
+    import subprocess
+    import sys
+
+    procs.env["PYTHONPATH"] = str(ROOT)
+    extra = ["--autostart"] if module.endswith("sim_node") else []
+    proc = subprocess.run([sys.executable, "-m", module, *extra, "--ros-args", *args],
+                          env=procs.env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and reason in errors[0], proc.stderr

@@ -29,7 +29,7 @@ from clawgym_ros.planning.types import REASON_INVALID_REQUEST, PlanResult
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.planning import fill_response, plan_request_from_msg
 from clawgym_ros.ros_io.qos import COMMAND_QOS, SENSOR_QOS
-from clawgym_ros.ros_io.spin import spin
+from clawgym_ros.ros_io.spin import autostart, spin
 
 OBSTACLE_SETS = ("none", "wall")
 
@@ -79,7 +79,8 @@ class PlannerNode(LifecycleNode):
         try:
             self.planner = make_planner(self.config)
         except (ClawgymError, ImportError) as err:
-            self.get_logger().error(f"cannot build the {self.config.backend} planner: {err}")
+            self.transition_error = f"cannot build the {self.config.backend} planner: {err}"
+            self.get_logger().error(self.transition_error)
             return TransitionCallbackReturn.FAILURE
         self._sub = self.create_subscription(JointState, C.TOPIC_JOINT_STATES,
                                              self._on_joint_states, SENSOR_QOS)
@@ -125,16 +126,19 @@ class PlannerNode(LifecycleNode):
         if result.success and request.execute:
             response.trajectory.header.stamp = self.get_clock().now().to_msg()
             self._pub.publish(response.trajectory)
-        level = self.get_logger().info if result.success else self.get_logger().warn
-        level(f"plan {'ok' if result.success else result.reason}: {result.message} "
-              f"({result.planning_time:.3f} s)")
+        # One call line per severity: rclpy (Jazzy, and Kilted's .warning) pins a call site's
+        # first severity and raises ValueError when the same line logs at another one.
+        text = f"{result.message} ({result.planning_time:.3f} s)"
+        if result.success:
+            self.get_logger().info(f"plan ok: {text}")
+        else:
+            self.get_logger().warning(f"plan {result.reason}: {text}")
         return response
 
 
 def _autostart(node: PlannerNode) -> None:
     if node.config.autostart:
-        node.trigger_configure()
-        node.trigger_activate()
+        autostart(node)
 
 
 def main(args: list[str] | None = None) -> int:

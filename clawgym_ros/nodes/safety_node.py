@@ -118,7 +118,7 @@ class SafetyNode(Node):
         self._was_stopped = True
         self.cmd_pub.publish(Twist())
         self.status_pub.publish(String(data=f"{STOPPED}: {self.filter.stop_reason}"))
-        self.get_logger().warn(f"safety stop latched: {self.filter.stop_reason}")
+        self.get_logger().warning(f"safety stop latched: {self.filter.stop_reason}")
 
     def on_reset(self, _request, response):
         self.filter.reset(self.now())

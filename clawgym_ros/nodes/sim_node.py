@@ -63,6 +63,7 @@ from clawgym_ros.ros_io.lean_executor import executor_for
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.qos import CLOCK_QOS, COMMAND_QOS, LOCKSTEP_SENSOR_QOS, SENSOR_QOS
 from clawgym_ros.ros_io.sim_services import dynamics_settings, lighting_settings
+from clawgym_ros.ros_io.spin import StartError, autostart
 from clawgym_ros.sim.pacing import CLOCK_LOCKSTEP, RealTimePacer
 from clawgym_ros.sim.session import (
     SENSOR_CAMERA,
@@ -109,6 +110,7 @@ class SimNode(Node):
             self.config = declare_config(self, SimNodeConfig)
             self.session = SimSession(self.config)
         except ClawgymError as err:
+            self.transition_error = str(err)
             self.get_logger().error(f"configure failed: {err}")
             return TransitionCallbackReturn.FAILURE
         lockstep = self.config.clock_mode == CLOCK_LOCKSTEP
@@ -439,10 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = 0
     try:
         if args.autostart:
-            if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-                raise SystemExit(1)
-            if node.trigger_activate() != TransitionCallbackReturn.SUCCESS:
-                raise SystemExit(1)
+            autostart(node)
         # Lockstep creates no QoS event handlers, so the lean executor can run it (the hot
         # loop of the evaluation); free running and lifecycle-managed nodes keep rclpy's.
         lean = node.config is not None and node.config.clock_mode == CLOCK_LOCKSTEP
@@ -458,8 +457,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # SIGINT/SIGTERM shut the context down while the executor built its wait set.
         if rclpy.ok():
             raise
-    except SystemExit as stop:
-        code = int(stop.code or 0)
+    except StartError as err:
+        print(f"{node.get_name()}: error: {err}", file=sys.stderr)
+        code = 2
     finally:
         node.release()
         if executor is not None:

@@ -20,6 +20,7 @@ from rclpy.task import Future
 from clawgym_ros.config import from_dict
 from clawgym_ros.errors import ClawgymError
 from clawgym_ros.ros_io.params import declare_config
+from clawgym_ros.ros_io.spin import autostart, spin
 
 
 class ActionLifecycleNode(LifecycleNode):
@@ -64,6 +65,7 @@ class ActionLifecycleNode(LifecycleNode):
             self.options = self.read_options()
             self.prepare()
         except ClawgymError as err:
+            self.transition_error = str(err)
             self.get_logger().error(f"configure failed: {err}")
             return TransitionCallbackReturn.FAILURE
         self._server = ActionServer(
@@ -99,10 +101,10 @@ class ActionLifecycleNode(LifecycleNode):
     def _on_goal(self, goal: Any) -> GoalResponse:
         name = self.action_type.__name__
         if not self._active:
-            self.get_logger().warn(f"rejecting {name} goal: node is not active")
+            self.get_logger().warning(f"rejecting {name} goal: node is not active")
             return GoalResponse.REJECT
         if self._busy.locked():
-            self.get_logger().warn(f"rejecting {name} goal: another goal is running")
+            self.get_logger().warning(f"rejecting {name} goal: another goal is running")
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
 
@@ -145,8 +147,7 @@ class ActionLifecycleNode(LifecycleNode):
 
 def _autostart(node: ActionLifecycleNode) -> None:
     if node.read_options().autostart:
-        node.trigger_configure()
-        node.trigger_activate()
+        autostart(node)
 
 
 def spin_action_node(node_cls: type[ActionLifecycleNode], args: list[str] | None = None) -> int:
@@ -155,6 +156,4 @@ def spin_action_node(node_cls: type[ActionLifecycleNode], args: list[str] | None
     Returns:
         The exit code: 0, or 2 when the parameters are invalid (the error names the field).
     """
-    from clawgym_ros.ros_io.spin import spin
-
     return spin(node_cls, args, start=_autostart)

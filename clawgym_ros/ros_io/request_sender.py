@@ -49,8 +49,8 @@ class LatestRequestSender:
         if self._pending is None or (self._in_flight is not None and not self._in_flight.done()):
             return
         if not self.client.service_is_ready():
-            self.node.get_logger().warn(f"waiting for {self.client.srv_name}",
-                                        throttle_duration_sec=5.0)
+            self.node.get_logger().warning(f"waiting for {self.client.srv_name}",
+                                           throttle_duration_sec=5.0)
             return
         request, self._pending = self._pending, None
         self._sent_at = now

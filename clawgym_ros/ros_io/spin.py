@@ -10,6 +10,32 @@ from rclpy.node import Node
 from clawgym_ros.errors import ClawgymError
 
 
+class StartError(ClawgymError):
+    """A lifecycle node could not bring itself up (``autostart``): names the transition and why."""
+
+
+def autostart(node: Node) -> None:
+    """Configure, then activate a lifecycle node, checking each transition's result.
+
+    A failed ``configure`` must not be followed by ``activate``: Jazzy's rclpy raises an
+    uncaught ``RCLError`` for it, Kilted's returns ERROR and leaves the node spinning
+    unconfigured, which nothing outside can tell from a healthy node.
+
+    Raises:
+        StartError: a transition did not succeed; the message carries the node's own reason
+            (its ``transition_error`` attribute, set where its callback failed) when it has one.
+    """
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    for transition, trigger in (("configure", node.trigger_configure),
+                                ("activate", node.trigger_activate)):
+        result = trigger()
+        if result != TransitionCallbackReturn.SUCCESS:
+            reason = (getattr(node, "transition_error", "")
+                      or f"its callback returned {result.name}")
+            raise StartError(f"{transition} failed: {reason}")
+
+
 def spin(node_factory: Callable[[], Node], args: list[str] | None = None,
          lean: Callable[[Node], bool] | None = None,
          start: Callable[[Node], None] | None = None) -> int:
