@@ -27,12 +27,17 @@ endif
 VENV := $(CURDIR)/.venv$(if $(filter $(ROS),$(ROS_DEFAULT)),,-$(ROS))
 PY := $(VENV)/bin/python
 BUILD := $(CURDIR)/build/$(ROS)
-STAMP_APT := $(VENV)/.stamp-apt-$(VENV_TAG)
 STAMP_DEPS := $(VENV)/.stamp-deps
 STAMP_IFACE := $(VENV)/.stamp-interfaces
 STAMP_PKG := $(VENV)/.stamp-package
 IFACE_SRC := $(shell find clawgym_interfaces -type f \( -name '*.msg' -o -name '*.srv' -o -name '*.action' -o -name 'CMakeLists.txt' -o -name 'package.xml' \))
-APT_PACKAGES := cmake g++ make git libegl1 libgl1 libegl-mesa0 libgles2 libosmesa6
+# liburdfdom-tools (check_urdf) and libsdformat-dev (the SDFormat checker the tests build): the
+# real parsers that check the robot descriptions and Gazebo worlds.
+APT_PACKAGES := cmake g++ make git pkg-config libegl1 libgl1 libegl-mesa0 libgles2 libosmesa6 \
+  liburdfdom-tools libsdformat-dev
+# Named by the distro and the package list: a venv of another distro is rebuilt, and a longer
+# package list is installed on the next `make setup`.
+STAMP_APT := $(VENV)/.stamp-apt-$(VENV_TAG)-$(shell echo "$(APT_PACKAGES)" | md5sum | cut -c1-8)
 # Interfaces for rclpy only (every node here is Python): no C++ type support and no
 # optimization of the generated code (a handful of small messages). 3 min 11 s -> 1 min 19 s
 # measured on 2 cores; colcon on a workstation builds the full package instead.

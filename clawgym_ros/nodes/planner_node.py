@@ -55,12 +55,13 @@ class PlannerNodeConfig:
 
 def make_planner(config: PlannerNodeConfig):
     """Build the configured backend (imports moveit_py only for ``moveit``)."""
-    cls = planner_class(config.backend)
-    if config.backend == "moveit":
-        return cls()
     from clawgym_ros.planning.scene import WALL_OBSTACLES, build_planning_model, home_qpos
 
+    cls = planner_class(config.backend)
     obstacles = WALL_OBSTACLES if config.obstacles == "wall" else ()
+    if config.backend == "moveit":
+        # The same scene and obstacles enter MoveIt's planning scene as OMPL's model.
+        return cls(scene=config.scene, obstacles=obstacles)
     model, spec = build_planning_model(config.scene, obstacles)
     return cls(model, config.ompl, scene_qpos=home_qpos(model, spec))
 
