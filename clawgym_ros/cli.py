@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 
 from clawgym_ros import __version__
-from clawgym_ros.errors import ClawgymError
+from clawgym_ros.errors import ClawgymError, one_line
 
 #: Subcommand modules under clawgym_ros.commands, in --help order.
 COMMANDS: tuple[str, ...] = (
@@ -92,7 +92,7 @@ def _run(args: argparse.Namespace) -> int:
     except ClawgymError as err:
         if args.debug:
             raise
-        print(f"clawgym {args.command}: error: {err}", file=sys.stderr)
+        print(f"clawgym {args.command}: error: {one_line(str(err))}", file=sys.stderr)
         return EXIT_USER_ERROR
     except Terminated as err:
         print(f"clawgym {args.command}: terminated ({err}); child processes stopped",
@@ -104,8 +104,8 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as err:  # noqa: BLE001 (last line of defence: one line, not a traceback)
         if args.debug:
             raise
-        print(f"clawgym {args.command}: internal error: {type(err).__name__}: {err} "
-              "(run with --debug for the traceback)", file=sys.stderr)
+        print(f"clawgym {args.command}: internal error: {type(err).__name__}: "
+              f"{one_line(str(err))} (run with --debug for the traceback)", file=sys.stderr)
         return EXIT_INTERNAL_ERROR
     return int(result or 0)
 

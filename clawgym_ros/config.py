@@ -11,12 +11,12 @@ import dataclasses
 import math
 import typing
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
 from clawgym_ros.errors import ConfigError
+
+# Every YAML config is read by the one safe loader (size limit, no aliases, UTF-8 checked).
+from clawgym_ros.safe_load import load_yaml  # noqa: F401 (re-exported)
 
 T = TypeVar("T")
 
@@ -117,24 +117,6 @@ def _dataclass_type(ftype: Any) -> type | None:
     if isinstance(ftype, type) and dataclasses.is_dataclass(ftype):
         return ftype
     return None
-
-
-def load_yaml(path: str | Path) -> Any:
-    """Read a YAML file, turning I/O and syntax problems into ConfigError naming the file."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError("path", str(path), "an existing YAML file") from None
-    except OSError as err:
-        raise ConfigError("path", str(path), f"a readable file ({err.strerror})") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "somewhere"
-        raise ConfigError("yaml", where, f"valid YAML ({getattr(err, 'problem', err)})",
-                          str(path)) from None
 
 
 def to_dict(obj: Any) -> Any:

@@ -2,6 +2,31 @@
 
 from __future__ import annotations
 
+#: Longest echo of a value in an error message (a 50 MB value must not make a 50 MB line).
+MAX_ECHO_CHARS = 200
+
+
+def shorten(value: object, limit: int = MAX_ECHO_CHARS) -> str:
+    """``repr(value)`` cut to ``limit`` characters, saying how long it was.
+
+    Long strings are cut before ``repr`` so that a huge value costs nothing to shorten.
+    """
+    if isinstance(value, (str, bytes)) and len(value) > limit:
+        unit = "chars" if isinstance(value, str) else "bytes"
+        return f"{value[:limit]!r}... ({len(value)} {unit})"
+    text = repr(value)
+    if len(text) > limit:
+        return f"{text[:limit]}... ({len(text)} chars)"
+    return text
+
+
+def one_line(text: str, limit: int = 5 * MAX_ECHO_CHARS) -> str:
+    """A message as one line of at most about ``limit`` characters (newlines escaped)."""
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    if len(text) > limit:
+        return f"{text[:limit]}... ({len(text)} chars)"
+    return text
+
 
 class ClawgymError(Exception):
     """Base class of errors shown to users as one clear line (no traceback)."""
@@ -23,7 +48,7 @@ class ConfigError(ClawgymError, ValueError):
         self.allowed = allowed
         self.source = source
         where = f"{source}: " if source else ""
-        super().__init__(f"{where}{field}={value!r} is invalid; allowed: {allowed}")
+        super().__init__(f"{where}{field}={shorten(value)} is invalid; allowed: {allowed}")
 
     def __reduce__(self) -> tuple:
         # Rebuilt from its fields, so it crosses process boundaries (an evaluation worker's

@@ -48,6 +48,7 @@ from clawgym_ros import constants as C
 from clawgym_ros.artifacts.atomic import atomic_write_text
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.evaluation.stats import _r, z_value
+from clawgym_ros.safe_load import MAX_DATA_BYTES, parse_json, read_text
 
 PREFERRED = ("a", "b", "tie")
 REQUIRED = ("item_a", "item_b", "preferred")
@@ -110,11 +111,7 @@ def parse_judgments(text: str, source: str) -> list[Judgment]:
     if not stripped:
         raise ConfigError("file", "(empty)", "a CSV file with a header or a JSON list", source)
     if stripped[0] in "[{":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ConfigError("json", f"line {err.lineno} column {err.colno}",
-                              f"valid JSON ({err.msg})", source) from None
+        data = parse_json(text, source)
         if isinstance(data, dict):
             if set(data) != {"judgments"}:
                 raise ConfigError("keys", sorted(data), "only the key 'judgments'", source)
@@ -153,13 +150,7 @@ def parse_judgments(text: str, source: str) -> list[Judgment]:
 
 def load_judgments(path: str | Path) -> list[Judgment]:
     """Read and validate a judgments file (see :func:`parse_judgments`)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("file", str(path), "an existing CSV or JSON file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError("file", str(path), f"a readable UTF-8 file ({err})") from None
+    text = read_text(path, "CSV or JSON file", MAX_DATA_BYTES)
     return parse_judgments(text, str(path))
 
 

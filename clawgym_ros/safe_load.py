@@ -1,0 +1,160 @@
+"""The one loader of YAML / JSON files handed to the CLI and the cores (hostile input safe).
+
+Every config, suite, mixture, weights and judgments file is read here, with bounds:
+
+- a size limit (:data:`MAX_CONFIG_BYTES`; callers reading data files pass a larger one), and
+  only regular files (a FIFO or a device would block or never end);
+- YAML aliases refused: a 3 KB "billion laughs" file expands to ~10^9 nodes in whatever walks
+  the loaded structure (validation, ``repr`` in an error, ``json.dumps`` of a manifest). No
+  shipped config uses anchors; a user writes the value out instead;
+- a nesting limit (:data:`MAX_DEPTH`), so deep ``[[[[...]]]]`` is an error, not a
+  RecursionError;
+- UTF-8 checked, the error naming the file and the offset of the first bad byte;
+- values in messages shortened (:func:`clawgym_ros.errors.shorten`).
+
+Every problem is a :class:`~clawgym_ros.errors.ConfigError` naming the file. Imports no rclpy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clawgym_ros.errors import ConfigError
+
+#: Largest YAML/JSON config file read (configs here are a few KB; 1 MiB of YAML parses in ~2 s).
+MAX_CONFIG_BYTES = 1 << 20
+#: Largest data file read through :func:`read_text` by callers that pass it (judgments).
+MAX_DATA_BYTES = 16 << 20
+#: Deepest nesting of mappings / lists accepted.
+MAX_DEPTH = 64
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def read_text(path: str | Path, what: str = "file", max_bytes: int = MAX_CONFIG_BYTES) -> str:
+    """Read a regular UTF-8 text file of at most ``max_bytes`` bytes.
+
+    Args:
+        path: the file.
+        what: what the file should be, for messages (``"YAML file"``).
+        max_bytes: size limit.
+
+    Returns:
+        The text (a leading UTF-8 byte-order mark dropped).
+
+    Raises:
+        ConfigError: missing, unreadable (with the errno's meaning), not a regular file, too
+            large, or not UTF-8; the message names the file.
+    """
+    path = Path(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise ConfigError("path", str(path), f"an existing {what}") from None
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the path
+        raise ConfigError("path", str(path), f"a readable {what} ({_why(err)})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError("path", str(path), f"a regular {what} (not a directory, pipe or "
+                          "device)")
+    if info.st_size > max_bytes:
+        raise ConfigError("size", f"{info.st_size} bytes", f"at most {max_bytes} bytes",
+                          str(path))
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as err:
+        raise ConfigError("path", str(path), f"a readable {what} ({_why(err)})") from None
+    if len(data) > max_bytes:   # grew since the stat
+        raise ConfigError("size", f"over {max_bytes} bytes", f"at most {max_bytes} bytes",
+                          str(path))
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ConfigError("encoding", f"byte 0x{data[err.start]:02x} at offset {err.start}",
+                          f"UTF-8 text (is this a {what}?)", str(path)) from None
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """Parse YAML text safely: no aliases, at most :data:`MAX_DEPTH` levels of nesting.
+
+    Raises:
+        ConfigError: syntax error (with the line), an alias, too deep nesting; names ``source``.
+    """
+    try:
+        depth = 0
+        # Events first (libyaml, fast): aliases and depth are refused before anything is built.
+        for event in yaml.parse(text, Loader=_LOADER):
+            if isinstance(event, yaml.AliasEvent):
+                raise ConfigError("alias", f"*{event.anchor}", "no YAML aliases or anchors "
+                                  f"(write the value out), {_line(event.start_mark)}", source)
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise ConfigError("nesting", f"over {MAX_DEPTH} levels", f"at most "
+                                      f"{MAX_DEPTH} levels, {_line(event.start_mark)}", source)
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+        return yaml.load(text, Loader=_LOADER)  # noqa: S506 (a SafeLoader)
+    except ConfigError:
+        raise
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        if mark is not None:
+            where = _line(mark)
+        elif isinstance(err, yaml.reader.ReaderError):
+            where = f"character {err.position}"
+        else:
+            where = "somewhere"
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError("yaml", where, f"valid YAML ({problem})", source) from None
+    except (ValueError, TypeError, RecursionError, OverflowError) as err:
+        # A value the constructors reject (an int of 5000 digits, a bad timestamp).
+        raise ConfigError("yaml", type(err).__name__, f"valid YAML values ({err})",
+                          source) from None
+
+
+def parse_json(text: str, source: str) -> Any:
+    """Parse JSON text.
+
+    Raises:
+        ConfigError: syntax error (line and column), too deep nesting (the decoder's recursion
+            limit), a number Python refuses; names ``source``.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError("json", f"line {err.lineno} column {err.colno}",
+                          f"valid JSON ({err.msg})", source) from None
+    except RecursionError:
+        raise ConfigError("nesting", "too deep", "JSON nested at most ~1000 levels",
+                          source) from None
+    except ValueError as err:   # an integer of more than 4300 digits
+        raise ConfigError("json", type(err).__name__, f"valid JSON values ({err})",
+                          source) from None
+
+
+def load_yaml(path: str | Path, max_bytes: int = MAX_CONFIG_BYTES) -> Any:
+    """Read and parse a YAML (or JSON: JSON is YAML) file with :func:`read_text` and
+    :func:`parse_yaml`."""
+    return parse_yaml(read_text(path, "YAML file", max_bytes), str(path))
+
+
+def load_json(path: str | Path, max_bytes: int = MAX_CONFIG_BYTES) -> Any:
+    """Read and parse a JSON file with :func:`read_text` and :func:`parse_json`."""
+    return parse_json(read_text(path, "JSON file", max_bytes), str(path))
+
+
+def _line(mark: Any) -> str:
+    return f"line {mark.line + 1}"
+
+
+def _why(err: BaseException) -> str:
+    if isinstance(err, OSError) and err.errno:
+        return os.strerror(err.errno)
+    return str(err)
