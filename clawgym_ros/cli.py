@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 
 from clawgym_ros import __version__
-from clawgym_ros.errors import ClawgymError, one_line
+from clawgym_ros.errors import ClawgymError, ConfigError, one_line
 
 #: Subcommand modules under clawgym_ros.commands, in --help order.
 COMMANDS: tuple[str, ...] = (
@@ -86,8 +86,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(sig, handler)
 
 
+def check_common_args(args: argparse.Namespace) -> None:
+    """Checks of options many subcommands share, before any handler runs.
+
+    Raises:
+        ConfigError: an empty run directory (``--out ''`` wrote into the current directory)
+            or one with a NUL byte.
+    """
+    for name in ("out", "run_dir"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and (not value.strip() or "\0" in value):
+            raise ConfigError(f"--{name.replace('_', '-')}", value,
+                              "a directory path (not empty; '.' for the current directory)")
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
+        check_common_args(args)
         result = args.handler(args)
     except ClawgymError as err:
         if args.debug:

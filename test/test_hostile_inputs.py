@@ -36,9 +36,11 @@ BOMBS = {
 }
 
 
-def clawgym(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def clawgym(*args: str, timeout: float = 60, cwd: Path | None = None
+            ) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "clawgym_ros.cli", *args],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:

@@ -11,6 +11,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+#: Longest wait for an action server that --server-timeout accepts (a day).
+MAX_SERVER_TIMEOUT_S = 86400.0
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("loop", help="run the closed loop (synthesize, train, evaluate, "
@@ -26,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--mode", choices=("closed", "open"), default=None,
                         help="closed (steer from reports, default) or open (uniform, fixed)")
     parser.add_argument("--server-timeout", type=float, default=120.0, metavar="S",
-                        help="seconds to wait for an action server (default: 120)")
+                        help="seconds to wait for an action server, (0, 86400] (default: 120)")
     parser.set_defaults(handler=run)
 
 
@@ -82,9 +85,11 @@ def run_loop_command(config: str, out: str, iterations: int | None = None,
                      seed: int | None = None, mode: str | None = None,
                      server_timeout: float = 120.0) -> dict[str, Any]:
     """Validate the config, start the graph, run the loop; returns the final state."""
+    from clawgym_ros.config import check_range
     from clawgym_ros.coordinator.config import load_loop_config
     from clawgym_ros.coordinator.graph import LoopGraph, find_loop_config
 
+    check_range("--server-timeout", server_timeout, 0.0, MAX_SERVER_TIMEOUT_S, low_open=True)
     path = find_loop_config(config)
     cfg = load_loop_config(path, iterations=iterations, seed=seed, mode=mode)  # fail early
     out_dir = Path(out).resolve()

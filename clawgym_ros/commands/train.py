@@ -13,7 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("train", help="train a policy on datasets; prints the checkpoint id")
     parser.add_argument("--dataset", action="append", required=True, metavar="ID",
                         help="dataset artifact id (repeat for several)")
-    parser.add_argument("--steps", type=int, required=True, help="optimizer steps")
+    parser.add_argument("--steps", type=int, required=True,
+                        help="optimizer steps, [1, 10000000]")
     parser.add_argument("--seed", type=int, required=True, help="training seed")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="run directory holding the datasets; the checkpoint goes there")

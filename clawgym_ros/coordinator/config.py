@@ -32,6 +32,7 @@ from typing import Any
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_choice, check_int, check_range, from_dict, load_yaml
 from clawgym_ros.errors import ConfigError
+from clawgym_ros.training.config import MAX_STEPS
 
 #: Loop modes: ``closed`` steers from each report; ``open`` keeps the initial mixture with
 #: uniform weights and fixed ranges (the ablation's baseline at equal budget).
@@ -40,6 +41,8 @@ MODE_OPEN = "open"
 MODES = (MODE_CLOSED, MODE_OPEN)
 PERTURBING = tuple(f for f in C.PERTURBATION_FAMILIES if f != C.FAMILY_NONE)
 SEED_LIMIT = 2**31 - 1
+#: Most episodes synthesized per iteration (as `clawgym synth --episodes`).
+MAX_EPISODES = 10_000_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,8 +157,8 @@ class LoopConfig:
             raise ConfigError("name", self.name, "a non-empty string")
         check_int("seed", self.seed, 0, SEED_LIMIT)
         check_int("iterations", self.iterations, 1, 1000)
-        check_int("episodes_per_iteration", self.episodes_per_iteration, 1)
-        check_int("train_steps", self.train_steps, 1)
+        check_int("episodes_per_iteration", self.episodes_per_iteration, 1, MAX_EPISODES)
+        check_int("train_steps", self.train_steps, 1, MAX_STEPS)
         if not isinstance(self.eval_suite, str) or not self.eval_suite:
             raise ConfigError("eval_suite", self.eval_suite, "a suite name or path")
         check_choice("mode", self.mode, MODES)
@@ -316,4 +319,31 @@ def load_loop_config(path: str | Path, **overrides: Any) -> LoopConfig:
                           "a mapping with the single key 'loop'", str(path))
     fields = dict(data["loop"] or {})
     fields.update({k: v for k, v in overrides.items() if v is not None})
-    return loop_config_from_dict(fields, str(path), path.resolve().parent)
+    cfg = loop_config_from_dict(fields, str(path), path.resolve().parent)
+    check_loop_inputs(cfg, str(path))
+    return cfg
+
+
+def check_loop_inputs(cfg: LoopConfig, source: str | None = None) -> None:
+    """Check what a loop reads later, before anything starts: the evaluation suite loads and
+    every mixture cell's template exists (both failed only after synthesis and training).
+
+    Raises:
+        ConfigError: naming ``source``, the field and what is allowed.
+    """
+    from clawgym_ros.evaluation.suites import load_suite
+    from clawgym_ros.tasks.registry import get_task
+
+    try:
+        load_suite(cfg.eval_suite)
+    except ConfigError as err:
+        if err.source and err.field not in ("path", "suite"):
+            raise                       # the suite file itself is bad: the error names it
+        raise ConfigError("eval_suite", err.value, err.allowed, source) from None
+    for i, cell in enumerate(cfg.mixture):
+        if cell["template"]:
+            try:
+                get_task(cell["task"]).template(cell["template"])
+            except ConfigError as err:
+                raise ConfigError(f"mixture[{i}].template", err.value, err.allowed,
+                                  source) from None

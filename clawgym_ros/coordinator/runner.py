@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from clawgym_ros import constants as C
 from clawgym_ros.artifacts import ArtifactStore, atomic_write_json
-from clawgym_ros.artifacts.atomic import append_line, atomic_write_text
+from clawgym_ros.artifacts.atomic import append_line
 from clawgym_ros.coordinator.config import LoopConfig
 from clawgym_ros.coordinator.plan import (
     PHASE_DONE,
@@ -353,7 +353,7 @@ def write_loop_report(store: ArtifactStore, state: LoopState, cfg: LoopConfig) -
     Returns:
         The report artifact id.
     """
-    from clawgym_ros.report.html import render_html
+    from clawgym_ros.report.build import read_report_files, write_report_files
     from clawgym_ros.report.schema import validate_report
 
     last = state.history[-1]["report_id"]
@@ -361,8 +361,8 @@ def write_loop_report(store: ArtifactStore, state: LoopState, cfg: LoopConfig) -
     report["history"] = [{"iteration": h["iteration"], "scores": h["scores"],
                           "report_id": h["report_id"]} for h in state.history]
     validate_report(report)
-    text = json.dumps(report, indent=2, sort_keys=True, allow_nan=False) + "\n"
-    html = render_html(json.loads(text))
+    # The last report's failure states and frames travel with it.
+    blob, frames = read_report_files(store.get(last, C.KIND_REPORT), report)
     parents = [state.config_id]
     for it in state.iterations:
         parents += [it[k] for k in ("report_id", "checkpoint_id", "dataset_id") if it.get(k)]
@@ -370,8 +370,7 @@ def write_loop_report(store: ArtifactStore, state: LoopState, cfg: LoopConfig) -
                "final_of": last,
                **{d: report["scores"][d]["value"] for d in C.DIMENSIONS}}
     with store.stage(C.KIND_REPORT) as staging:
-        atomic_write_text(staging.path / C.FILE_REPORT_JSON, text)
-        atomic_write_text(staging.path / C.FILE_REPORT_HTML, html)
+        write_report_files(staging.path, report, blob, frames)
         art = staging.commit(config={"loop": cfg.to_dict(), "final_of": last},
                              seeds={"loop": cfg.seed}, parents=parents, summary=summary)
     return art.id

@@ -188,6 +188,11 @@ class EpisodeResult:
     goal_consistent: bool | None = None
     duration_s: float = 0.0
     series: EpisodeSeries = dataclasses.field(default_factory=EpisodeSeries)
+    #: Restorable snapshots of where a failed episode failed
+    #: (:class:`~clawgym_ros.evaluation.failure_states.FailureState`; in-process rollouts in
+    #: task worlds). Not part of the record's identity: equal records may differ here (the ROS
+    #: path records none), and :meth:`to_dict` leaves them out (the report stores them).
+    failure_states: tuple[Any, ...] = dataclasses.field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         check_int("index", self.index, 0)
@@ -250,7 +255,9 @@ class EpisodeResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (lists instead of tuples); inverse of :meth:`from_dict`."""
-        return _plain(dataclasses.asdict(self))
+        data = dataclasses.asdict(dataclasses.replace(self, failure_states=()))
+        del data["failure_states"]
+        return _plain(data)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str | None = None) -> EpisodeResult:

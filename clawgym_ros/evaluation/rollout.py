@@ -46,6 +46,8 @@ WORLD_TASK = "task"
 WORLD_SCENE = "scene"
 WORLDS: tuple[str, ...] = (WORLD_AUTO, WORLD_TASK, WORLD_SCENE)
 POLICY_SCRIPTED = "scripted"
+#: Keyword options of the scripted baseline (``scripted:<task>:name=value,...``).
+SCRIPTED_OPTIONS = ("target", "align_yaw", "speed_steps", "grasp_height")
 POLICY_CHECKPOINT = "checkpoint"
 #: Joint positions beyond the URDF limits by more than this count as a violation (rad or m).
 LIMIT_SLACK = 1e-3
@@ -81,20 +83,24 @@ class PolicySource:
         """``scripted:<task>[:key=value,...]`` or a checkpoint id.
 
         Raises:
-            ConfigError: malformed options.
+            ConfigError: an unknown task, malformed, unknown or non-finite options.
         """
         if not text.startswith(POLICY_SCRIPTED + ":"):
             return cls(POLICY_CHECKPOINT, text, run_dir)
         parts = text.split(":", 2)
+        check_choice("policy task", parts[1], C.TASKS)
         options = []
         if len(parts) == 3 and parts[2]:
             for item in parts[2].split(","):
                 key, _, value = item.partition("=")
                 try:
-                    options.append((key.strip(), float(value)))
+                    number = float(value)
                 except ValueError:
                     raise ConfigError("policy", text, "scripted:<task>[:name=number,...]"
                                       ) from None
+                check_choice("policy option", key.strip(), SCRIPTED_OPTIONS)
+                check_range(f"policy option {key.strip()}", number)   # finite: nan ran
+                options.append((key.strip(), number))
         return cls(POLICY_SCRIPTED, parts[1], run_dir, tuple(options))
 
     @property
@@ -114,7 +120,7 @@ class PolicySource:
         if self.kind == POLICY_SCRIPTED:
             from clawgym_ros.evaluation.scripted import ScriptedPick
 
-            allowed = ("target", "align_yaw", "speed_steps", "grasp_height")
+            allowed = SCRIPTED_OPTIONS
             kwargs: dict[str, Any] = {}
             for key, value in self.options:
                 if key not in allowed:

@@ -75,10 +75,16 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
         results = run_ros_graph(specs, source.label, source.run_dir,
                                 options.max_steps or ROS_DEFAULT_STEPS, ros_timeout,
                                 Path(run_dir) / C.DIR_LOGS / "eval", progress, cancel)
+    frames = {}
+    if any(r.failure_states for r in results):
+        from clawgym_ros.evaluation.failure_states import collect, render_frames
+
+        frames = render_frames(collect(results))
     store = ArtifactStore(run_dir)
     parents = [store.resolve(cfg.checkpoint_id).id] if cfg.checkpoint_id else []
     judgments = read_store(run_dir)
-    artifact = write_report(store, results, suite, cfg, parents=parents, judgments=judgments)
+    artifact = write_report(store, results, suite, cfg, parents=parents, judgments=judgments,
+                            frames=frames)
     json_path = artifact.file(C.FILE_REPORT_JSON)
     report = json.loads(json_path.read_text(encoding="utf-8"))
     return EvalOutcome(artifact.id, json_path, artifact.file(C.FILE_REPORT_HTML), report,

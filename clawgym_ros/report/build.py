@@ -34,7 +34,32 @@ def episode_record(r: EpisodeResult, cfg: EvalConfig) -> dict[str, Any]:
         "skill_calls_legal": sum(c.legal for c in r.skill_calls),
         "violations": dict(r.violations), "goal_consistent": r.goal_consistent,
         "metrics": episode_motion(r, cfg.metrics),
+        **({"failure_states": [fs.meta() for fs in r.failure_states]}
+           if r.failure_states else {}),
     }
+
+
+def frame_file(key: str) -> str:
+    """Artifact-relative file of a failure frame (``<task>/<stage>`` key)."""
+    return f"{C.DIR_FAILURE_FRAMES}/{key.replace('/', '__')}.png"
+
+
+def failure_frames(results: Sequence[EpisodeResult]) -> list[dict[str, Any]]:
+    """The report's ``failure_frames``: one failure state per (task, failing stage), with the
+    number of failed episodes that stopped there (file: None until a frame is rendered)."""
+    from clawgym_ros.evaluation.failure_states import collect, frame_key, pick_frames
+
+    states = collect(results)
+    counts: dict[str, int] = {}
+    for r in results:
+        keys = {frame_key(fs) for fs in r.failure_states}
+        for key in keys:
+            counts[key] = counts.get(key, 0) + 1
+    return [{"key": key, "task": fs.task, "stage": fs.stage, "name": fs.name,
+             "episode": fs.episode, "template": fs.template, "family": fs.family,
+             "intensity": fs.intensity, "time": round(fs.time, 3),
+             "failed_here": counts[key], "file": None}
+            for key, fs in pick_frames(states).items()]
 
 
 def _history(history: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
@@ -88,6 +113,9 @@ def build_report(
         "diagnosis": diagnosis(gaps, aggregated, config.metrics),
         "history": _history(history),
     }
+    frames = failure_frames(results)
+    if frames:
+        report["failure_frames"] = frames
     validate_report(report)
     return report
 
@@ -100,30 +128,69 @@ def write_report(
     parents: Sequence[str] = (),
     history: Sequence[Mapping[str, Any]] | None = None,
     judgments: Sequence[Any] | None = None,
+    frames: Mapping[str, bytes] | None = None,
 ) -> Any:
-    """Build, validate and render the report; commit report.json + report.html as an artifact.
+    """Build, validate and render the report; commit report.json + report.html (+ the failure
+    states and their frames) as an artifact.
 
     Args:
         store: the run's :class:`~clawgym_ros.artifacts.ArtifactStore`.
         parents: ids of the checkpoint (and configs) evaluated.
+        frames: PNG bytes per failure-frame key (``failure_states.render_frames``).
 
     Returns:
         The committed :class:`~clawgym_ros.artifacts.Artifact` (kind ``report``).
     """
-    import json
-
-    from clawgym_ros.report.html import render_html
+    from clawgym_ros.evaluation.failure_states import collect, encode
 
     report = build_report(results, suite, config, history, judgments)
-    text = json.dumps(report, indent=2, sort_keys=True, allow_nan=False) + "\n"
-    # Render from the serialized form, exactly what `clawgym report ID` re-renders from
-    # (key order included), so both give the same bytes.
-    html = render_html(json.loads(text))
+    frames = dict(frames or {})
+    for entry in report.get("failure_frames", ()):
+        if entry["key"] in frames:
+            entry["file"] = frame_file(entry["key"])
     seed = report["suite"]["seed"]
     summary = {"suite": suite.name, "episodes": len(results), "gaps": len(report["gaps"]),
                **{d: report["scores"][d]["value"] for d in C.DIMENSIONS}}
     with store.stage(C.KIND_REPORT) as staging:
-        (staging.path / C.FILE_REPORT_JSON).write_text(text, encoding="utf-8")
-        (staging.path / C.FILE_REPORT_HTML).write_text(html, encoding="utf-8")
+        write_report_files(staging.path, report, encode(collect(results)), frames)
         return staging.commit(config=config, seeds={"suite": seed}, parents=parents,
                               summary=summary)
+
+
+def write_report_files(folder: Any, report: dict[str, Any], failure_blob: bytes | None,
+                       frames: Mapping[str, bytes]) -> None:
+    """Write report.json, report.html and the failure-state files of ``report`` into a
+    staging folder (the report's ``failure_frames`` name the frame files)."""
+    import json
+    from pathlib import Path
+
+    from clawgym_ros.report.html import render_html
+
+    folder = Path(folder)
+    text = json.dumps(report, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    if failure_blob is not None:
+        (folder / C.FILE_FAILURE_STATES).write_bytes(failure_blob)
+    images = {}
+    for entry in report.get("failure_frames", ()):
+        if entry["file"]:
+            path = folder / entry["file"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(frames[entry["key"]])
+            images[entry["key"]] = frames[entry["key"]]
+    # Render from the serialized form, exactly what `clawgym report ID` re-renders from
+    # (key order included), so both give the same bytes.
+    html = render_html(json.loads(text), images)
+    (folder / C.FILE_REPORT_JSON).write_text(text, encoding="utf-8")
+    (folder / C.FILE_REPORT_HTML).write_text(html, encoding="utf-8")
+
+
+def read_report_files(artifact: Any, report: Mapping[str, Any]
+                      ) -> tuple[bytes | None, dict[str, bytes]]:
+    """The failure-state bytes and frame PNGs a committed report artifact holds."""
+    blob_path = artifact.file(C.FILE_FAILURE_STATES)
+    blob = blob_path.read_bytes() if blob_path.exists() else None
+    frames = {}
+    for entry in report.get("failure_frames", ()):
+        if entry.get("file"):
+            frames[entry["key"]] = artifact.file(entry["file"]).read_bytes()
+    return blob, frames

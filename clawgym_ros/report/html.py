@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clawgym_ros import constants as C
@@ -200,15 +200,43 @@ def _num(v: Any, fmt: str = ".3g") -> str:
     return "n/a" if v is None else format(v, fmt)
 
 
-def render_html(report: dict[str, Any]) -> str:
-    """The full HTML page of a (schema-valid) report."""
+def render_html(report: dict[str, Any], frames: Mapping[str, bytes] | None = None) -> str:
+    """The full HTML page of a (schema-valid) report; ``frames``: the PNG of each entry of
+    its ``failure_frames`` (by key), embedded as images."""
     import matplotlib
 
     with matplotlib.rc_context(RC):
-        return _render(report)
+        return _render(report, frames or {})
 
 
-def _render(report: dict[str, Any]) -> str:
+def _failure_section(report: dict[str, Any], frames: Mapping[str, bytes]) -> list[str]:
+    entries = report.get("failure_frames") or []
+    if not entries:
+        return []
+    parts = ["<h2>Where it failed</h2>",
+             "<p class=\"meta\">One restorable failure state per failing stage (the moment "
+             "the robot stood still after its last stage, or the episode's end), rendered "
+             "from the scene camera. Every failed episode's snapshots are stored in "
+             f"<code>{C.FILE_FAILURE_STATES}</code>; <code>clawgym synth --from-report</code> "
+             "restarts the expert from them.</p><div class=\"plots\">"]
+    for e in entries:
+        cell = "nominal" if e["family"] == C.FAMILY_NONE else \
+            f"{family_text(e['family'])} {e['intensity']:g}"
+        caption = (f"{e['task']}: failed at {e['stage']} ({e['failed_here']} episode"
+                   f"{'s' if e['failed_here'] != 1 else ''}); shown: episode {e['episode']}, "
+                   f"{e['template']}, {cell}, t = {e['time']:.2f} s")
+        png = frames.get(e["key"])
+        if png is None:
+            parts.append(f"<figure><p>(no frame rendered)</p><figcaption>"
+                         f"{html.escape(caption)}</figcaption></figure>")
+            continue
+        uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+        parts.append(_img(uri, f"failure state at {e['stage']}", caption))
+    parts.append("</div>")
+    return parts
+
+
+def _render(report: dict[str, Any], frames: Mapping[str, bytes]) -> str:
     agg = report["aggregated"]
     suite = report["suite"]
     cfg = report["config"]
@@ -273,6 +301,7 @@ def _render(report: dict[str, Any]) -> str:
         parts.append(_table(["feasibility violation", "total", "episodes", "episode rate"], [
             (k, v["total"], v["episodes"], fmt_estimate(v["episode_rate"]))
             for k, v in fun["violations"].items()], (1, 2)))
+    parts += _failure_section(report, frames)
     # Generalization.
     gen = agg[C.DIM_GENERALIZATION]
     parts.append("<h2>Generalization</h2>")

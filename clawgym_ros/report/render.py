@@ -40,6 +40,14 @@ def rerender(run_dir: str | Path, ref: str, out: str | Path | None = None) -> Pa
     Returns:
         The path written.
     """
+    from clawgym_ros.report.build import read_report_files
+
     art_id, report = load_report(run_dir, ref)
+    artifact = ArtifactStore(run_dir).get(art_id, C.KIND_REPORT)
+    try:
+        _, frames = read_report_files(artifact, report)
+    except OSError as err:
+        raise ArtifactError(f"report {art_id[:12]}: cannot read a failure frame: {err}"
+                            ) from None
     target = Path(out) if out else Path(run_dir) / C.DIR_RENDERED_REPORTS / f"{art_id}.html"
-    return atomic_write_text(target, render_html(report))
+    return atomic_write_text(target, render_html(report, frames))

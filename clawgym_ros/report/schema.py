@@ -11,7 +11,10 @@ from typing import Any
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError
 
-REPORT_SCHEMA_VERSION = 1
+#: 2: per-episode ``failure_states`` and the top-level ``failure_frames`` (optional; version 1
+#: reports stay valid).
+REPORT_SCHEMA_VERSION = 2
+REPORT_SCHEMA_VERSIONS = (1, 2)
 REPORT_KIND = "clawgym.eval_report"
 
 _NUM = {"type": ["number", "null"]}
@@ -58,7 +61,30 @@ _EPISODE = {
                                                                   "minimum": 0}},
         "goal_consistent": {"type": ["boolean", "null"]},
         "metrics": {"type": "object"},
+        "failure_states": {"type": "array", "items": {
+            "type": "object",
+            "required": ["name", "kind", "time", "stage", "reached", "seed", "task", "template",
+                         "family", "intensity", "perturbation_seed", "signature", "size",
+                         "sha256"],
+            "properties": {"name": {"type": "string", "pattern": "^ep[0-9]{5,}_[a-z]+$"},
+                           "kind": {"enum": ["stage", "stall", "end"]},
+                           "size": {"type": "integer", "minimum": 1},
+                           "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}},
     },
+}
+
+_FRAME = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["key", "task", "stage", "name", "episode", "template", "family", "intensity",
+                 "time", "failed_here", "file"],
+    "properties": {"key": {"type": "string"}, "task": {"type": "string"},
+                   "stage": {"type": "string"}, "name": {"type": "string"},
+                   "episode": {"type": "integer", "minimum": 0},
+                   "template": {"type": "string"}, "family": {"type": "string"},
+                   "intensity": {"type": "number"}, "time": {"type": "number"},
+                   "failed_here": {"type": "integer", "minimum": 1},
+                   "file": {"type": ["string", "null"]}},
 }
 
 _GAP = {
@@ -106,7 +132,8 @@ REPORT_SCHEMA: dict[str, Any] = {
     "required": ["schema_version", "kind", "suite", "config", "n_episodes", "per_episode",
                  "aggregated", "scores", "gaps", "diagnosis", "history"],
     "properties": {
-        "schema_version": {"const": REPORT_SCHEMA_VERSION},
+        "schema_version": {"enum": list(REPORT_SCHEMA_VERSIONS)},
+        "failure_frames": {"type": "array", "items": _FRAME},
         "kind": {"const": REPORT_KIND},
         "suite": {"type": "object", "required": ["name", "seed", "cells", "tasks"]},
         "config": {"type": "object"},

@@ -376,6 +376,45 @@ class MujocoBackend(SimBackend):
                 "lighting": [dataclasses.asdict(s) for s in self._lighting.values()],
                 "dynamics": [dataclasses.asdict(s) for s in self._dynamics.values()]}
 
+    # ------------------------------------------------------------------ state snapshots
+    def get_state(self) -> np.ndarray:
+        """The restorable physics state (``mjSTATE_INTEGRATION``: time, positions,
+        velocities, actuator activations, controls, applied forces, warm start) as float64."""
+        spec = mujoco.mjtState.mjSTATE_INTEGRATION
+        out = np.empty(mujoco.mj_stateSize(self.model, spec))
+        mujoco.mj_getState(self.model, self.data, out, spec)
+        return out
+
+    def set_state(self, state: np.ndarray) -> None:
+        """Restore a :meth:`get_state` snapshot of this model and recompute derived
+        quantities (``mj_forward``).
+
+        Raises:
+            ConfigError: the snapshot's size does not fit this model.
+        """
+        spec = mujoco.mjtState.mjSTATE_INTEGRATION
+        size = mujoco.mj_stateSize(self.model, spec)
+        arr = np.asarray(state, dtype=np.float64)
+        if arr.shape != (size,) or not np.isfinite(arr).all():
+            raise ConfigError("state", f"{arr.shape} values",
+                              f"{size} finite values (mjSTATE_INTEGRATION of scene "
+                              f"{self.scene.name})")
+        mujoco.mj_setState(self.model, self.data, arr, spec)
+        mujoco.mj_forward(self.model, self.data)
+
+    def state_signature(self) -> str:
+        """A short digest of the model's structure (sizes and body/joint/actuator names):
+        a snapshot restores only into a model with the same signature."""
+        import hashlib
+
+        m = self.model
+        parts = [str(v) for v in (m.nq, m.nv, m.na, m.nu, m.nbody, m.njnt, m.ngeom)]
+        for kind, count in ((mujoco.mjtObj.mjOBJ_BODY, m.nbody),
+                            (mujoco.mjtObj.mjOBJ_JOINT, m.njnt),
+                            (mujoco.mjtObj.mjOBJ_ACTUATOR, m.nu)):
+            parts += [mujoco.mj_id2name(m, kind, i) or "" for i in range(count)]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
     # ------------------------------------------------------------------ control
     def apply_action(self, action: Mapping[str, Any]) -> None:
         """Set the commands of an action dict (see the module docstring); missing keys keep

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import mujoco
@@ -217,6 +217,22 @@ class TaskEnv(ClawEnv):
         self.step_info(info, state)
         return (self.policy_observation(state), float(len(self.tracker.reached)), bool(success),
                 False, info)
+
+    def restore_progress(self, reached: Sequence[tuple[str, float]]) -> dict[str, np.ndarray]:
+        """After ``backend.set_state`` put a reset episode into a snapshot's physics state:
+        the stages it had reached (name, time), in order. Returns the observation.
+
+        Raises:
+            ConfigError: ``reached`` is not a prefix of this episode's stages.
+        """
+        assert self.tracker is not None
+        names = [str(n) for n, _ in reached]
+        if tuple(names) != self.tracker.stages[:len(names)]:
+            raise ConfigError("reached", names,
+                              f"a prefix of the stages {list(self.tracker.stages)}")
+        self.tracker.reached = [(n, float(t)) for n, t in reached]
+        self.last_contact_force, self.last_collision = self._contacts()
+        return self.policy_observation(self.true_state())
 
     def true_state(self) -> dict[str, np.ndarray]:
         """The unperturbed state (what stage validators read); subclasses may add task

@@ -54,6 +54,9 @@ def _help(text: str) -> dict[str, str]:
     return {"help": text}
 
 
+#: Most optimizer steps of one run (10^7 is days of training here; 10^30 was accepted).
+MAX_STEPS = 10_000_000
+
 @dataclasses.dataclass
 class TrainConfig:
     """Behaviour-cloning run settings (validated on construction)."""
@@ -129,7 +132,7 @@ class TrainConfig:
         default=64.0, metadata=_help("table pages kept mapped before release (RSS bound)"))
 
     def __post_init__(self) -> None:
-        check_int("steps", self.steps, 1)
+        check_int("steps", self.steps, 1, MAX_STEPS)
         check_int("batch_size", self.batch_size, 1, 1 << 20)
         check_range("lr", self.lr, 0.0, 10.0, low_open=True)
         check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
