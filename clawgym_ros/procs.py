@@ -5,6 +5,7 @@ Used by `clawgym loop` to start the graph and by tests. Imports no rclpy.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -44,17 +45,68 @@ def domain_id_for(pid: int | None = None) -> int:
     return DOMAIN_ID_MIN + 9 + (pid * 7919) % (DOMAIN_ID_MAX - DOMAIN_ID_MIN - 9)
 
 
+#: The watchdog of a :class:`ProcessGroup`: reads one process-group id per line ("-id" when
+#: that group was stopped) from its stdin, a pipe only the launcher holds. EOF means the
+#: launcher is gone however it ended (kill -9 included): SIGTERM, then SIGKILL, every group
+#: still listed. A pipe, not a pid poll: no race with pid reuse of the launcher, no latency.
+_WATCHDOG = r"""
+import os, signal, sys, time
+groups = []
+for line in sys.stdin:
+    line = line.strip()
+    if line.startswith("-") and int(line[1:]) in groups:
+        groups.remove(int(line[1:]))
+    elif line and not line.startswith("-"):
+        groups.append(int(line))
+def alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except OSError:
+        return False
+for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+    groups = [g for g in groups if alive(g)]
+    for pgid in groups:
+        try:
+            os.killpg(pgid, sig)
+        except OSError:
+            pass
+    deadline = time.monotonic() + wait
+    while groups and time.monotonic() < deadline and any(alive(g) for g in groups):
+        time.sleep(0.05)
+"""
+
+
 class ProcessGroup:
     """Start child processes with this interpreter; stop them all on :meth:`close`.
 
     Each child gets its own process group so that grandchildren are stopped too. Children
     are started with ``sys.executable`` so that the venv (and its ROS wheel bootstrap) applies.
+    The children die with the launcher even when it cannot clean up (kill -9, OOM killer): a
+    watchdog process (:data:`_WATCHDOG`, in its own session) stops every group still running
+    when the launcher's end of its pipe closes. (PR_SET_PDEATHSIG would reach only the direct
+    child, not a node's worker processes, and fires when the spawning *thread* ends.)
     """
 
     def __init__(self, env: Mapping[str, str] | None = None, log_dir: str | Path | None = None):
         self.env = dict(env) if env is not None else dict(os.environ)
         self.log_dir = Path(log_dir) if log_dir else None
         self.procs: list[tuple[str, subprocess.Popen]] = []
+        self._watchdog: subprocess.Popen | None = None
+
+    def _watch(self, line: str) -> None:
+        """Tell the watchdog (started on first use) about a group; never raises."""
+        if self._watchdog is None:
+            self._watchdog = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _WATCHDOG], stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                text=True,
+            )
+        try:
+            self._watchdog.stdin.write(line + "\n")
+            self._watchdog.stdin.flush()
+        except (OSError, ValueError):
+            pass    # the watchdog died: children are still stopped by close()
 
     def start_module(self, name: str, module: str, args: Sequence[str] = ()) -> subprocess.Popen:
         """Run ``python -m module args...`` as a named child."""
@@ -74,6 +126,7 @@ class ProcessGroup:
         if out is not subprocess.DEVNULL:
             out.close()
         self.procs.append((name, proc))
+        self._watch(str(proc.pid))
         return proc
 
     def get(self, name: str) -> subprocess.Popen:
@@ -83,13 +136,25 @@ class ProcessGroup:
         raise KeyError(name)
 
     def stop(self, name: str, timeout: float = 5.0) -> None:
-        _terminate(self.get(name), timeout)
+        proc = self.get(name)
+        _terminate(proc, timeout)
+        self._watch(f"-{proc.pid}")
 
     def close(self, timeout: float = 5.0) -> None:
         """SIGINT, then SIGTERM, then SIGKILL every child's process group."""
         for _, proc in reversed(self.procs):
             _terminate(proc, timeout)
+            self._watch(f"-{proc.pid}")
         self.procs.clear()
+        if self._watchdog is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._watchdog.stdin.close()
+            try:
+                self._watchdog.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                self._watchdog.kill()
+                self._watchdog.wait()
+            self._watchdog = None
 
     def __enter__(self) -> ProcessGroup:
         return self
