@@ -124,3 +124,61 @@ def test_atomic_write_json_replaces_whole_file(tmp_path):
     atomic_write_json(path, {"iteration": 2})
     assert json.loads(path.read_text()) == {"iteration": 2}
     assert [p.name for p in path.parent.iterdir()] == ["state.json"]
+
+
+STAGE_AND_HANG = """
+import sys, time
+from clawgym_ros.artifacts import ArtifactStore
+with ArtifactStore(sys.argv[1]).stage("dataset") as staging:
+    (staging.path / "episode.mcap").write_bytes(b"half")
+    print(staging.path, flush=True)
+    time.sleep(300)
+"""
+
+
+def test_staging_of_a_killed_writer_is_removed_at_store_open(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run = tmp_path / "run"
+    writer = subprocess.Popen([sys.executable, "-c", STAGE_AND_HANG, str(run)],
+                              stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parents[1])
+    try:
+        staged = Path(writer.stdout.readline().strip())
+        assert staged.is_dir()
+        ArtifactStore(run)                      # the writer is alive: its folder stays
+        assert staged.is_dir()
+    finally:
+        writer.kill()                           # kill -9: no cleanup of its own
+        writer.wait()
+    assert staged.is_dir()
+    ArtifactStore(run)
+    assert not staged.exists()
+
+
+def test_stale_staging_cleanup_keeps_live_foreign_and_young_entries(store, tmp_path):
+    import os
+
+    from clawgym_ros.artifacts.store import _HOST, STALE_UNTAGGED_S, clean_stale_staging
+
+    root = store.root / C.DIR_STAGING
+    with store.stage(C.KIND_REPORT) as mine:
+        (mine.path / "r.json").write_text("{}")
+        other_host = root / f"dataset-w{'0' * 8 if _HOST != '0' * 8 else '1' * 8}-1-1-abc"
+        reused_pid = root / f"dataset-w{_HOST}-{os.getpid()}-1-abc"   # our pid, other start
+        young, old = root / "dataset-legacy1", root / "dataset-legacy2"
+        for path in (other_host, reused_pid, young, old):
+            path.mkdir()
+        os.utime(old, (0, os.stat(old).st_mtime - STALE_UNTAGGED_S - 60))
+        removed = clean_stale_staging(root)
+        assert sorted(removed) == sorted([reused_pid, old])
+        assert mine.path.is_dir() and other_host.is_dir() and young.is_dir()
+        committed = mine.commit()
+    assert committed.path.is_dir() and not mine.path.exists()
+    os.chmod(root, 0o500)                       # a read-only run directory: left alone
+    try:
+        ArtifactStore(store.run_dir)
+    finally:
+        os.chmod(root, 0o700)

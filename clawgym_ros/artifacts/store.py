@@ -4,12 +4,16 @@ Layout under a run directory::
 
     <run>/artifacts/<kind>/<id>/manifest.json   (kind, id, created, config, seeds, parents, ...)
     <run>/artifacts/<kind>/<id>/...             (content files)
-    <run>/artifacts/.staging/<tmp>/             (work in progress, never visible under an id)
+    <run>/artifacts/.staging/<kind>-w<host>-<pid>-<start>-<tmp>/
+                                                (work in progress, never visible under an id)
 
 The id is the sha256 of the kind and the content files (relative path + file hash), so the same
 content always gets the same id, whatever the time or the number of workers that produced it.
 The manifest is not part of the id. An artifact appears under its id only by an atomic rename
-of a complete staging folder.
+of a complete staging folder. A staging folder's name records its writer (host, pid, process
+start time): opening the store removes the folders whose writer on this host is dead (a killed
+synthesis left its folder behind forever), and folders of an older layout, without a writer,
+once they are a day old.
 """
 
 from __future__ import annotations
@@ -38,6 +42,66 @@ ID_LENGTH = 64
 MIN_PREFIX_LENGTH = 8
 _ID_PATTERN = re.compile(rf"^[0-9a-f]{{{MIN_PREFIX_LENGTH},{ID_LENGTH}}}$")
 _CHUNK = 1 << 20
+#: A staging folder without a recorded writer (older layout) is stale after this many seconds.
+STALE_UNTAGGED_S = 24 * 3600
+_STAGING_NAME = re.compile(r"^[a-z]+-w(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-(?P<start>\d+)-")
+_HOST = hashlib.sha256(os.uname().nodename.encode()).hexdigest()[:8]
+
+
+def _start_time(pid: int) -> int:
+    """A process's start time in clock ticks since boot (0 where /proc is not available)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _writer_alive(pid: int, start: int) -> bool:
+    """Whether process ``pid`` started at ``start`` still runs (a reused pid does not count)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != b"Z" and (not start or _start_time(pid) in (0, start))
+
+
+def clean_stale_staging(staging_root: Path) -> list[Path]:
+    """Remove the staging folders whose writer is gone; returns those removed.
+
+    Only folders written on this host are judged by their writer (a pid means nothing on
+    another host sharing the run directory); a folder of the older layout is removed once
+    :data:`STALE_UNTAGGED_S` old. Never raises: a read-only run directory is left as it is.
+    """
+    removed = []
+    try:
+        entries = list(os.scandir(staging_root))
+    except OSError:
+        return removed
+    now = dt.datetime.now().timestamp()
+    for entry in entries:
+        match = _STAGING_NAME.match(entry.name)
+        try:
+            if match:
+                if match["host"] != _HOST or _writer_alive(int(match["pid"]),
+                                                           int(match["start"])):
+                    continue
+            elif now - entry.stat(follow_symlinks=False).st_mtime < STALE_UNTAGGED_S:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            continue
+        removed.append(Path(entry.path))
+    return removed
 
 
 def validate_id_syntax(ref: object) -> str:
@@ -214,6 +278,7 @@ class ArtifactStore:
     def __init__(self, run_dir: str | Path):
         self.run_dir = Path(run_dir)
         self.root = self.run_dir / C.DIR_ARTIFACTS
+        clean_stale_staging(self.root / C.DIR_STAGING)
 
     def kind_dir(self, kind: str) -> Path:
         if kind not in C.ARTIFACT_KINDS:
@@ -227,7 +292,9 @@ class ArtifactStore:
         self.kind_dir(kind)
         staging_root = self.root / C.DIR_STAGING
         staging_root.mkdir(parents=True, exist_ok=True)
-        path = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=staging_root))
+        pid = os.getpid()
+        path = Path(tempfile.mkdtemp(prefix=f"{kind}-w{_HOST}-{pid}-{_start_time(pid)}-",
+                                     dir=staging_root))
         staging = Staging(self, kind, path)
         try:
             yield staging
