@@ -8,7 +8,9 @@ imports happen inside the handlers so that ``clawgym --help`` stays fast. Errors
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -100,6 +102,31 @@ def check_common_args(args: argparse.Namespace) -> None:
                               "a directory path (not empty; '.' for the current directory)")
 
 
+def os_error_line(err: OSError, args: argparse.Namespace | None = None) -> str:
+    """One line for an OS error: the errno's meaning and name, then the path (or the run
+    directory when the error names none, as a full disk often does).
+
+    OS errors are the environment's, not the program's (a read-only or full disk, a path too
+    long, a permission), so they exit 2 like other problems the user can fix.
+    """
+    name = errno.errorcode.get(err.errno, str(err.errno))
+    what = f"{os.strerror(err.errno)} ({name})"
+    paths = [_short_path(p) for p in (err.filename, err.filename2) if p is not None]
+    if paths:
+        return one_line(what + ": " + " -> ".join(paths))
+    run_dir = getattr(args, "out", None) or getattr(args, "run_dir", None)
+    return one_line(what + (f" (under the run directory {_short_path(run_dir)})" if run_dir
+                            else ""))
+
+
+def _short_path(path: object, limit: int = 300) -> str:
+    """A path as text, its middle elided past ``limit`` characters (the end names the file)."""
+    text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit // 2]}...({len(text)} chars)...{text[-limit // 2:]}"
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         check_common_args(args)
@@ -116,6 +143,11 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"clawgym {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as err:
+        if args.debug or not err.errno:
+            raise
+        print(f"clawgym {args.command}: error: {os_error_line(err, args)}", file=sys.stderr)
+        return EXIT_USER_ERROR
     except Exception as err:  # noqa: BLE001 (last line of defence: one line, not a traceback)
         if args.debug:
             raise

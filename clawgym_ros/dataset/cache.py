@@ -32,6 +32,7 @@ from clawgym_ros.dataset.reader import Dataset, open_dataset
 from clawgym_ros.dataset.table import (
     TABLE_FILE,
     TABLE_VERSION,
+    TableDamagedError,
     TrainingTable,
     group_name,
     write_table,
@@ -73,9 +74,14 @@ def training_table(store: ArtifactStore, dataset_ids: Sequence[str],
     base = Path(cache_dir) if cache_dir is not None else store.run_dir / C.DIR_CACHE
     root = base / cache_key(ids)
     if (root / TABLE_FILE).is_file():
-        table = TrainingTable.open(root)
-        if table.dataset_ids == ids:
-            return table
+        try:
+            table = TrainingTable.open(root)
+        except TableDamagedError:
+            # A truncated or edited cache (a full disk, a crash, a hand): built again below.
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            if table.dataset_ids == ids:
+                return table
     base.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}-", dir=base))
     try:

@@ -25,11 +25,15 @@ from pathlib import Path
 import numpy as np
 
 from clawgym_ros.artifacts.atomic import atomic_write_json
-from clawgym_ros.errors import ClawgymError
+from clawgym_ros.errors import ClawgymError, shorten
 
 TABLE_VERSION = 1
 TABLE_FILE = "table.json"
 COLUMNS = ("obs", "action", "group", "episode")
+
+
+class TableDamagedError(ClawgymError):
+    """A training table folder is incomplete, truncated or edited (the cache rebuilds it)."""
 
 
 def group_name(task: str, template: str, family: str) -> str:
@@ -66,23 +70,40 @@ class TrainingTable:
         root = Path(root)
         meta_path = root / TABLE_FILE
         if not meta_path.is_file():
-            raise ClawgymError(f"training table {root} has no {TABLE_FILE}")
-        meta = json.loads(meta_path.read_text())
-        if meta.get("version") != TABLE_VERSION:
-            raise ClawgymError(f"training table {root}: version {meta.get('version')!r}, "
+            raise TableDamagedError(f"training table {root} has no {TABLE_FILE}")
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise TableDamagedError(f"training table {root}: {TABLE_FILE} is unreadable "
+                               f"({shorten(str(err), 120)})") from None
+        if not isinstance(meta, dict) or meta.get("version") != TABLE_VERSION:
+            version = meta.get("version") if isinstance(meta, dict) else None
+            raise TableDamagedError(f"training table {root}: version {version!r}, "
                                f"expected {TABLE_VERSION}")
-        arrays = {c: np.load(root / f"{c}.npy", mmap_mode="r") for c in COLUMNS}
-        image = np.load(root / "image.npy", mmap_mode="r") if (root / "image.npy").exists() \
-            else None
+        arrays = {}
+        for name in (*COLUMNS, "image"):
+            path = root / f"{name}.npy"
+            if name == "image" and not path.exists():
+                continue
+            try:
+                arrays[name] = np.load(path, mmap_mode="r")
+            except (OSError, ValueError, EOFError) as err:
+                # A truncated .npy: numpy's header promises more bytes than the file has.
+                raise TableDamagedError(f"training table {root}: {path.name} is damaged or "
+                                   f"truncated ({shorten(str(err), 120)})") from None
         n = arrays["obs"].shape[0]
         if any(a.shape[0] != n for a in arrays.values()):
-            raise ClawgymError(f"training table {root}: columns have different lengths")
-        return cls(
-            root=root, image=image, obs_spec=dict(meta["obs_spec"]),
-            action_spec=dict(meta["action_spec"]), group_names=list(meta["group_names"]),
-            stats={k: np.asarray(v, dtype=np.float32) for k, v in meta["stats"].items()},
-            dataset_ids=list(meta["dataset_ids"]), **arrays,
-        )
+            raise TableDamagedError(f"training table {root}: columns have different lengths")
+        try:
+            return cls(
+                root=root, obs_spec=dict(meta["obs_spec"]),
+                action_spec=dict(meta["action_spec"]), group_names=list(meta["group_names"]),
+                stats={k: np.asarray(v, dtype=np.float32) for k, v in meta["stats"].items()},
+                dataset_ids=list(meta["dataset_ids"]), **arrays,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise TableDamagedError(f"training table {root}: {TABLE_FILE} lacks or mangles "
+                               f"{shorten(str(err), 120)}") from None
 
 
 def compute_stats(obs: np.ndarray, action: np.ndarray) -> dict[str, np.ndarray]:

@@ -269,12 +269,34 @@ def read_store(run_dir: str | Path) -> list[Judgment]:
     if not path.is_file():
         return []
     out = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            row = json.loads(line)
-            row.pop("source_sha256", None)
-            out.append(_judgment(row, f"{path}: line {lineno}"))
+    for lineno, row in _store_rows(path, read_text(path, "judgments store", 1 << 30)):
+        row = dict(row)
+        row.pop("source_sha256", None)
+        out.append(_judgment(row, f"{path}: line {lineno}"))
     return out
+
+
+def _store_rows(path: Path, text: str) -> list[tuple[int, dict]]:
+    """(line number, object) of each line of the store.
+
+    Raises:
+        ConfigError: a line that is not a JSON object (a half-written or edited line), naming
+            the store and the line.
+    """
+    rows = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        if not isinstance(row, dict):
+            raise ConfigError("line", line, "one complete JSON object per line (the store "
+                              "is damaged: remove or repair that line)",
+                              f"{path}: line {lineno}")
+        rows.append((lineno, row))
+    return rows
 
 
 def ingest(run_dir: str | Path, path: str | Path) -> tuple[int, int]:
@@ -291,9 +313,10 @@ def ingest(run_dir: str | Path, path: str | Path) -> tuple[int, int]:
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
     target = store_path(run_dir)
     with _locked(target):
-        existing = target.read_text(encoding="utf-8") if target.is_file() else ""
+        existing = (read_text(target, "judgments store", 1 << 30) if target.is_file()
+                    else "")
         lines = [ln for ln in existing.splitlines() if ln.strip()]
-        if any(json.loads(ln).get("source_sha256") == digest for ln in lines):
+        if any(row.get("source_sha256") == digest for _, row in _store_rows(target, existing)):
             return 0, len(lines)
         for j in judgments:
             lines.append(json.dumps({**dataclasses.asdict(j), "source_sha256": digest},
