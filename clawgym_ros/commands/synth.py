@@ -13,7 +13,9 @@ import json
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("synth", help="synthesize demonstrations; prints the dataset id")
     parser.add_argument("--task", default="", help="task name (e.g. pick_place)")
-    parser.add_argument("--episodes", type=int, required=True, help="episodes to generate")
+    parser.add_argument("--episodes", type=int, default=None,
+                        help="episodes to generate (with --from-report: default one per "
+                             "failure state)")
     parser.add_argument("--seed", type=int, required=True, help="run seed")
     parser.add_argument("--workers", type=int, default=0, help="processes (0 = one per core)")
     parser.add_argument("--out", required=True, metavar="DIR", help="run directory")
@@ -21,6 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="mixture YAML (task, template, family, intensity, difficulty, "
                              "weight); overrides --task")
     parser.add_argument("--images", action="store_true", help="record wrist camera frames")
+    parser.add_argument("--from-report", metavar="REPORT_ID", default="",
+                        help="recovery demonstrations: restart the experts from the failure "
+                             "states of this evaluation report (in --out's store)")
     parser.set_defaults(handler=run)
 
 
@@ -28,8 +33,21 @@ def run(args: argparse.Namespace) -> int:
     from clawgym_ros.errors import ClawgymError
     from clawgym_ros.tasks.synth import SynthRequest, synthesize
 
+    if args.from_report:
+        from clawgym_ros.tasks.synth import synthesize_recovery
+
+        if args.task or args.mixture or args.images:
+            raise ClawgymError("--from-report takes its tasks and cells from the report: "
+                               "leave out --task, --mixture and --images")
+        artifact, summary = synthesize_recovery(args.out, args.from_report,
+                                                args.episodes or 0, args.seed, args.workers)
+        print(artifact.id if artifact is not None else "")
+        print(json.dumps(summary.to_dict(), sort_keys=True))
+        return 0
     if not args.task and not args.mixture:
-        raise ClawgymError("give --task or --mixture")
+        raise ClawgymError("give --task or --mixture (or --from-report)")
+    if args.episodes is None:
+        raise ClawgymError("give --episodes")
     request = SynthRequest.from_args(args.out, args.episodes, args.seed, task=args.task,
                                      mixture_path=args.mixture, workers=args.workers,
                                      images=args.images)

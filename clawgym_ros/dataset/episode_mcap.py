@@ -429,7 +429,9 @@ def _twist_msg(values: np.ndarray) -> dict[str, Any]:
 
 def _metadata(record: EpisodeRecord, obs_keys: list[str], act_keys: list[str],
               cams: Mapping[str, np.ndarray]) -> dict[str, str]:
-    return {
+    # "origin" only when there is one: ordinary episodes keep their bytes (and dataset ids).
+    origin = {"origin": _json(record.origin)} if record.origin else {}
+    return {**origin,
         "format_version": str(EPISODE_FORMAT_VERSION),
         "meta": _json({"task": record.task, "template": record.template,
                        "family": record.family, "intensity": record.intensity,
@@ -527,6 +529,7 @@ def read_episode(source: str | Path | bytes, *, images: bool = True) -> EpisodeR
         images=frames, skill_calls=calls, stages=stages, goal=meta["goal"],
         achieved=meta["achieved"],
         outcome=Outcome(meta["outcome"]["success"], meta["outcome"]["reason"]),
+        origin=dict(meta.get("origin") or {}),
     )
 
 

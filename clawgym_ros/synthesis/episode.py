@@ -116,6 +116,8 @@ class EpisodeRecord:
         collision: (T,) True where an unintended contact happened at that step.
         energy: (T,) total mechanical energy (J) or None when the simulator does not report it.
         images: camera name -> (T, H, W, 3) uint8 RGB frames (optional).
+        origin: where a non-fresh episode started (e.g. a recovery episode's report and
+            failure state); empty for an ordinary episode.
         skill_calls: the skill calls in order.
         stages: the stages reached, in the order they were reached.
         goal: JSON-able goal description (e.g. ``{"bin": "bin_1", "object_xyz": [...]}``).
@@ -148,6 +150,9 @@ class EpisodeRecord:
     perturbation_schedule: str = "constant"
     energy: np.ndarray | None = None
     images: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    #: Where the episode started when not from a fresh reset (JSON-able), e.g. a recovery
+    #: episode's ``{"kind": "recovery", "report": id, "state": name, ...}``; empty otherwise.
+    origin: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.joint_names = tuple(self.joint_names)
@@ -298,6 +303,7 @@ class EpisodeRecorder:
         self._images: dict[str, list[np.ndarray]] = {}
         self.skill_calls: list[SkillCall] = []
         self.stages: list[StageEvent] = []
+        self.origin: dict[str, Any] = {}
 
     def step(self, time: float, *, obs: Mapping[str, Any], action: Mapping[str, Any],
              joint_position: Any, joint_velocity: Any, joint_effort: Any,
@@ -356,6 +362,6 @@ class EpisodeRecorder:
             goal=dict(goal or {}), achieved=dict(achieved or {}),
             outcome=Outcome(bool(success), reason),
             perturbation_params=self.perturbation_params,
-            perturbation_schedule=self.perturbation_schedule,
+            perturbation_schedule=self.perturbation_schedule, origin=dict(self.origin),
         )
         return record.validate()

@@ -379,7 +379,14 @@ class DualSignoff:
     physical: FeasibilityCheck = dataclasses.field(default_factory=FeasibilityCheck)
 
     def validator_for(self, record: EpisodeRecord) -> SemanticValidator:
-        """The semantic validator that applies to ``record``."""
+        """The semantic validator that applies to ``record`` (a recovery segment's,
+        ``<task>/recovery``, for a record that started from a failure state)."""
+        if record.origin.get("kind") == "recovery":
+            key = f"{record.task}/recovery"
+            if key not in self.semantic:
+                raise ClawgymError(f"task {record.task!r} has no recovery validator; known: "
+                                   f"{sorted(self.semantic)}")
+            return self.semantic[key]
         for key in (f"{record.task}/{record.template}", record.task):
             if key in self.semantic:
                 return self.semantic[key]

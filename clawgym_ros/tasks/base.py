@@ -118,6 +118,10 @@ class StageTracker(abc.ABC):
         """Measured values with the same keys as the goal (``record.achieved``)."""
 
 
+#: Key suffix of a task's recovery-segment validator (``<task>/recovery``).
+RECOVERY_KEY = "recovery"
+
+
 class Task:
     """Base class of tasks. Subclasses set the class attributes below and document
     themselves with the headings Task Description, Randomizations, Success Conditions, Stages.
@@ -129,6 +133,9 @@ class Task:
         stages: ordered stage names.
         skills: the skill vocabulary.
         grammar: the legal skill sequences (``synthesis.grammar`` syntax).
+        recovery_grammar: the legal skill sequences of a recovery segment (an episode that
+            starts from an evaluated failure state, :mod:`.recovery`); empty = the task has no
+            recovery expert.
         templates: training and held-out templates.
         expert: ``"module:function"`` of the expert, ``generate(spec) -> EpisodeRecord``.
         goal_tolerance: tolerance of the default goal check for numbers.
@@ -143,6 +150,7 @@ class Task:
     stages: ClassVar[tuple[str, ...]] = ()
     skills: ClassVar[tuple[str, ...]] = ()
     grammar: ClassVar[str] = ""
+    recovery_grammar: ClassVar[str] = ""
     templates: ClassVar[tuple[Template, ...]] = ()
     expert: ClassVar[str] = ""
     goal_tolerance: ClassVar[float] = 0.01
@@ -199,6 +207,10 @@ class Task:
         base = SemanticValidator(self.stages, self.grammar, goal_check=self.goal_check(),
                                  goal_tolerance=self.goal_tolerance)
         out = {self.name: base}
+        if self.recovery_grammar:
+            out[f"{self.name}/{RECOVERY_KEY}"] = SemanticValidator(
+                self.stages, self.recovery_grammar, goal_check=self.goal_check(),
+                goal_tolerance=self.goal_tolerance)
         for t in self.templates:
             stages, grammar = self.template_stages(t), self.template_grammar(t)
             if stages != self.stages or grammar != self.grammar:

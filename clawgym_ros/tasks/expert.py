@@ -180,6 +180,18 @@ class ArmExpert:
         self.planner.detach_object()          # a failed earlier episode may have left one
         self.obs, info = self.env.reset(seed=spec.seed,
                                         options={"episode_index": int(spec.index)})
+        # A recovery episode starts from an evaluated policy's failure state instead; the
+        # stages it had reached are recorded at the segment's first step.
+        from clawgym_ros.tasks.recovery import origin_info, snapshot_of
+
+        self.snapshot = snapshot_of(spec)
+        self._prior_stages: list[str] = []
+        if self.snapshot is not None:
+            from clawgym_ros.evaluation.failure_states import restore
+
+            self.obs = restore(self.env, self.snapshot)
+            self._prior_stages = [name for name, _ in self.snapshot.reached]
+            info = {}
         self.template = self.base.template
         self.backend = self.base.backend
         self.dt = self.backend.control_dt
@@ -189,6 +201,7 @@ class ArmExpert:
         params.update(self.extra_params())
         self.rec = EpisodeRecorder(spec, C.ARM_JOINTS + C.GRIPPER_JOINTS,
                                    template=self.template.name, perturbation_params=params)
+        self.rec.origin = origin_info(spec)
         limits = task.joint_limits()
         self.vmax = np.array([limits[j].velocity for j in C.ARM_JOINTS]) * \
             self.options.velocity_scale
@@ -243,8 +256,9 @@ class ArmExpert:
                       joint_position=pos, joint_velocity=vel, joint_effort=eff,
                       contact_force=info["contact_force"], collision=info["collision"],
                       energy=float(b.data.energy[0] + b.data.energy[1]), images=images)
-        for name in info.get("new_stages", []):
+        for name in [*self._prior_stages, *info.get("new_stages", [])]:
             self.rec.stage(name, t)
+        self._prior_stages = []
 
     def run_path(self, positions: np.ndarray, velocities: np.ndarray,
                  gripper: np.ndarray | None = None, on_step: Any = None) -> None:

@@ -31,6 +31,9 @@ STAGES = ("reach", "grasp", "lift", "transport", "place", "release")
 SKILLS = ("move_to", "approach", "grasp", "lift", "place", "release", "retreat")
 #: One placement: reach the object, grasp, lift, carry (one or more moves), place, release.
 PLACEMENT = "move_to approach grasp lift move_to+ place release retreat"
+#: A recovery segment (one placement) from a failure state: let go and back off if the
+#: gripper is closed on nothing useful, pick again unless the object is still held, carry on.
+RECOVERY = "(release retreat)? (move_to approach grasp)? lift move_to+ place release retreat"
 TABLE_Z = 0.40
 #: Names of the two free objects every template has (the manipulated one first).
 OBJECTS = ("object_a", "object_b")
@@ -90,6 +93,7 @@ class PickPlace(Task):
     stages = STAGES
     skills = SKILLS
     grammar = PLACEMENT
+    recovery_grammar = RECOVERY
     templates = (
         _template("cube", C.SPLIT_TRAIN, "cube", description="4.5 cm cube"),
         _template("cylinder", C.SPLIT_TRAIN, "cylinder", description="upright cylinder"),
@@ -440,8 +444,46 @@ class PickPlaceExpert(ArmExpert):
     def run(self) -> None:
         goal: PickPlaceGoal = self.base.goal
         keys = (self.template.params["object"], self.template.params["second"])
+        if self.snapshot is not None:
+            self.recover(goal, goal.placements[0], keys[0])
+            return
         for p in goal.placements:
             self.place_one(goal, p, keys[p.index])
+
+    def recover(self, goal: PickPlaceGoal, p: Placement, key: str) -> None:
+        """Finish the task from a restored failure state (one placement).
+
+        Object held clear of the table: carry it on (move_to, place, release, retreat).
+        Otherwise: open the gripper and back off if it is closed (release, retreat), then the
+        whole placement from wherever the object now lies.
+
+        Raises:
+            ExpertError: the object is out of reach, tipped over, or a motion fails.
+        """
+        state = self.state()
+        tracker = self.base.tracker
+        obj = state[C.OBS_OBJECT_POSES][p.index]
+        held = tracker._held(p, state) and obj[2] >= p.rest_z + 0.02
+        self.sync_planner()                         # the planner still has the last episode
+        if held:
+            self.gripper_cmd = 0.0                  # keep squeezing, as after a grasp
+            self.planner.detach_object()
+            self.sync_planner()
+            self.planner.attach_object(p.name)
+            tool = state[C.OBS_TOOL_POSE]
+            self.deliver(goal, p, np.asarray(tool[3:7]), float(tool[2] - obj[2]))
+            return
+        if not _upright(obj[3:]):
+            raise ExpertError(f"{p.name} tipped over: no grasp from above")
+        open_width = min(0.08, p.grasp_width + 0.03)
+        if float(state[C.OBS_GRIPPER][0]) < open_width - 0.005:
+            tool = state[C.OBS_TOOL_POSE]
+            with self.skill("release", {"object": p.name}):
+                self.gripper(open_width, settle=0.1)
+            with self.skill("retreat", {}):
+                self.move_cartesian(as_pose(tool[:3] + [0.0, 0.0, 0.06], tool[3:7]),
+                                    check=False)
+        self.place_one(goal, p, key)
 
     def place_one(self, goal: PickPlaceGoal, p: Placement, key: str) -> None:
         state = self.state()
@@ -465,15 +507,28 @@ class PickPlaceExpert(ArmExpert):
         self.planner.detach_object()
         self.sync_planner()
         self.planner.attach_object(p.name)
-        offset = float(point[2] - obj[2])          # tool above the object's centre
+        self.deliver(goal, p, quat, float(point[2] - obj[2]), point)
+
+    def deliver(self, goal: PickPlaceGoal, p: Placement, quat: np.ndarray, offset: float,
+                point: np.ndarray | None = None) -> None:
+        """Lift (from ``point``, the grasp point; skipped when None: already carried), carry
+        above the target, place, release and retreat. ``offset``: tool above the object's
+        centre."""
         poses = self.state()[C.OBS_OBJECT_POSES]
         target_xy = goal.target_xy(p, poses)
         rest = goal.rest_z(p, poses)
         carry_z = max(goal.wall_top + 0.04 + p.half_height, rest + 0.06) + offset
         if p.on_object >= 0:
             carry_z = max(carry_z, rest + p.half_height + 0.04 + offset)
-        with self.skill("lift", {"object": p.name, "height": round(carry_z, 4)}):
-            self.move_cartesian(as_pose([point[0], point[1], carry_z], quat), check=False)
+        if point is not None:
+            with self.skill("lift", {"object": p.name, "height": round(carry_z, 4)}):
+                self.move_cartesian(as_pose([point[0], point[1], carry_z], quat),
+                                    check=False)
+        else:
+            tool = self.state()[C.OBS_TOOL_POSE]
+            with self.skill("lift", {"object": p.name, "height": round(carry_z, 4)}):
+                self.move_cartesian(as_pose([tool[0], tool[1], max(carry_z, tool[2])], quat),
+                                    check=False)
         above = as_pose([target_xy[0], target_xy[1], carry_z], quat)
         with self.skill("move_to", {"target": goal.bin if p.on_object < 0 else "stack",
                                     "pose": [round(float(v), 4) for v in above.position]}) as s:

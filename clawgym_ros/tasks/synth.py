@@ -86,3 +86,38 @@ def synthesize(request: SynthRequest, progress: ProgressCallback | None = None,
         workers=request.workers or None, generation=generation,
         config={"workers": request.workers, **generation}, seeds={"run": request.seed},
         progress=progress, cancel=cancel, start_method=start_method)
+
+
+def synthesize_recovery(out: str, report_ref: str, episodes: int, seed: int, workers: int = 0,
+                        progress: ProgressCallback | None = None,
+                        cancel: threading.Event | Callable[[], bool] | None = None,
+                        start_method: str | None = None
+                        ) -> tuple[Artifact | None, GenerationSummary]:
+    """Recovery demonstrations from a report's failure states (:mod:`.recovery`): the experts
+    restart from where the evaluated policy failed; the dataset's parent is the report.
+
+    Args:
+        episodes: how many (0 = one per failure state).
+
+    Raises:
+        ClawgymError: a bad report id, a report without failure states, a snapshot of
+            another robot or scene, a corrupted snapshot (before anything is generated).
+    """
+    from clawgym_ros.dataset.writer import synthesize_dataset
+    from clawgym_ros.tasks.recovery import plan_recovery
+
+    check_int("episodes", episodes, 0, 10_000_000)
+    check_int("seed", seed, 0, 2**63 - 1)
+    check_int("workers", workers, 0, 1024)
+    plan = plan_recovery(out, report_ref, episodes, seed)
+    tasks = sorted({spec.task for spec in plan.specs})
+    generation: Mapping[str, Any] = {
+        "seed": seed, "episodes": len(plan.specs), "from_report": plan.report_id,
+        "failure_states": [fs.name for fs in plan.states],
+        "held_out_skipped": list(plan.held_out),
+        "generator": "clawgym_ros.tasks.registry:generate_any"}
+    return synthesize_dataset(
+        ArtifactStore(out), list(plan.specs), generate_any, signoff_for(tasks),
+        workers=workers or None, generation=generation,
+        config={"workers": workers, **generation}, seeds={"run": seed},
+        parents=[plan.report_id], progress=progress, cancel=cancel, start_method=start_method)
