@@ -68,6 +68,9 @@ TOPIC_CMD_VEL_IN = "cmd_vel_in"
 TOPIC_JOINT_TRAJECTORY_IN = "joint_trajectory_in"
 TOPIC_SAFETY_STATUS = "safety_status"
 TOPIC_TOOL_POSE = "tool_pose"
+#: sim_node in a task world: the task's state (std_msgs/String, JSON; latched, one per step in
+#: lockstep): template, goal, stages reached, success, contact force, task observation keys.
+TOPIC_TASK_STATE = "task_state"
 
 # --- Services -------------------------------------------------------------------------------
 SRV_RESET = "sim/reset"

@@ -82,3 +82,89 @@ def test_sensor_schedule_per_rate_and_scenario(session):
         assert session.gps().valid
     finally:
         session.reset(0, "tabletop")
+
+
+# ---------------------------------------------------------------------------------------------
+# Task worlds (issue 17): the task env itself, stepped as the in-process evaluation steps it
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs, field, allowed", [
+    ({"task": "stacking"}, "task", "pick_place, peg_insert, pill_handover, gps_nav"),
+    ({"task": "pick_place", "template": "pyramid"}, "template", "a template of pick_place"),
+    ({"template": "cube"}, "template", "empty without a task"),
+])
+def test_unknown_task_or_template_is_one_error_naming_it(kwargs, field, allowed):
+    with pytest.raises(ConfigError) as err:
+        SimNodeConfig(**kwargs)
+    assert err.value.field == field and allowed in err.value.allowed
+    assert "\n" not in str(err.value)
+
+
+def test_parse_world_reads_scene_task_and_task_template():
+    from clawgym_ros.sim.session import World, parse_world
+
+    assert parse_world("outdoor") == World("outdoor")
+    assert parse_world("pick_place") == World("tabletop", "pick_place", "")
+    assert parse_world("gps_nav/square_route") == World("outdoor", "gps_nav", "square_route")
+    for bad in ("moon", "pick_place/pyramid", "pick_place/"):
+        with pytest.raises(ConfigError) as err:
+            parse_world(bad)
+        assert err.value.field == "scenario" and err.value.value == bad
+
+
+def _arm_action(home: np.ndarray, k: int) -> dict[str, np.ndarray]:
+    target = home + 0.002 * k * np.array([1.0, -1.0, 0.5, 0.0, 0.3, -0.2, 0.1])
+    return {C.ACT_JOINT_TARGET: target, C.ACT_GRIPPER: np.array([0.08 - 0.001 * k])}
+
+
+@pytest.mark.parametrize("world", ["pick_place/stack", "peg_insert/round_peg",
+                                   "pill_handover/pill_box"])
+def test_task_world_is_the_task_env_stepped_as_in_process(world):
+    """The session's task world gives bit for bit what the in-process runner's env gives for
+    the same seed and actions: joint states, object poses, stages, success, contact force,
+    collision and the task observation keys (``place_goal``, ``hand_state``)."""
+    import gymnasium as gym
+
+    import clawgym_ros.sim  # noqa: F401
+    from clawgym_ros.sim.trajectory import JointTrajectory
+    from clawgym_ros.tasks.registry import get_task
+
+    task, template = world.split("/")
+    session = SimSession(SimNodeConfig(task=task, template=template, publish_camera=False))
+    env = gym.make(get_task(task).env_id, template=template).unwrapped
+    try:
+        for seed in (3, 4):
+            session.reset(seed)
+            obs, info = env.reset(seed=seed)
+            home = np.asarray(env.backend.scene.robot.home, dtype=float)
+            state = session.task_state()
+            assert state["template"] == template and state["stages"] == info["stages"]
+            assert state["goal"] == env.goal_dict()
+            for k in range(1, 26):
+                action = _arm_action(home, k)
+                # sim_node's command path: a one-point trajectory (held) and the gripper width.
+                session.set_trajectory(JointTrajectory(
+                    C.ARM_JOINTS, [0.0], [action[C.ACT_JOINT_TARGET]],
+                    start_time=session.time))
+                session.set_gripper(float(action[C.ACT_GRIPPER][0]))
+                session.step(1)
+                obs, _, _, _, info = env.step(action)
+                state = session.task_state()
+                assert np.array_equal(session.joints().position, env.backend.joint_state()[1])
+                assert np.array_equal(session.object_poses()[1], obs[C.OBS_OBJECT_POSES])
+                assert state["stages_reached"] == info["stages_reached"]
+                assert state["success"] == info["success"]
+                assert state["contact_force"] == info["contact_force"]
+                assert state["collision"] == info["collision"]
+                extra = {k: v for k, v in obs.items() if k not in C.OBS_STATE_KEYS}
+                assert set(state["observation"]) == set(extra)
+                for key, value in extra.items():
+                    assert np.array_equal(state["observation"][key], value), key
+        # Per reset the world switches (sim/reset's scenario field), and back.
+        session.reset(5, "tabletop")
+        assert session.task_state() is None and session.world.name == "tabletop"
+        session.reset(5, world)
+        assert session.task_state()["template"] == template
+        assert "task_state" in session.due(-1, 0)
+    finally:
+        session.close()
+        env.close()

@@ -2,9 +2,17 @@
 
 Publishes (sensor QoS unless noted): ``joint_states_raw``, ``image_raw`` + ``camera_info``
 (wrist camera on the tabletop, front camera outdoors), ``imu/data_raw``, ``gps/fix_raw``,
-``odom``, ``object_poses_raw`` (ground truth, tabletop) and ``/clock`` (clock QoS). Subscribes
-(reliable): ``joint_trajectory``, ``gripper_command``, ``cmd_vel``. Serves ``sim/reset``,
-``sim/step``, ``sim/set_lighting``, ``sim/set_dynamics``.
+``odom``, ``object_poses_raw`` (ground truth, tabletop), ``task_state`` (task worlds; latched,
+std_msgs/String JSON: :meth:`~clawgym_ros.sim.session.SimSession.task_state`) and ``/clock``
+(clock QoS). Subscribes (reliable): ``joint_trajectory``, ``gripper_command``, ``cmd_vel``.
+Serves ``sim/reset``, ``sim/step``, ``sim/set_lighting``, ``sim/set_dynamics``.
+
+Worlds: parameters ``task`` / ``template`` (empty task = the bare scene of ``scenario``) and,
+per episode, ``sim/reset``'s ``scenario`` field: a scene (``tabletop``, ``outdoor``), a task
+(``pick_place``: a training template drawn per reset) or ``<task>/<template>``. A task world
+is the task's own env, stepped as the in-process evaluation steps it. An unknown task or
+template fails configure (``--autostart``: exit 2 with one line) or the reset (its message
+names it).
 
 Clock modes: ``free`` (a timer advances the simulation at ``real_time_factor`` x wall time;
 sensors at their configured rates) and ``lockstep`` (only ``sim/step`` advances it, by exactly
@@ -30,6 +38,7 @@ The node is thin: messages become plain values (:mod:`clawgym_ros.ros_io.sensors
 :class:`~clawgym_ros.sim.session.SimSession` core does the rest.
 
 Run: ``sim_node --autostart --ros-args -p scenario:=outdoor -p clock_mode:=lockstep``
+(or ``-p task:=pick_place -p template:=cube``)
 (``--autostart`` configures and activates without a lifecycle manager).
 """
 
@@ -51,6 +60,7 @@ from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, Imu, JointState, NavSatFix
+from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
 from clawgym_interfaces.msg import GripperCommand
@@ -61,7 +71,13 @@ from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import nanos, stamp_nanos, time_msg, time_seconds
 from clawgym_ros.ros_io.lean_executor import executor_for
 from clawgym_ros.ros_io.params import declare_config
-from clawgym_ros.ros_io.qos import CLOCK_QOS, COMMAND_QOS, LOCKSTEP_SENSOR_QOS, SENSOR_QOS
+from clawgym_ros.ros_io.qos import (
+    CLOCK_QOS,
+    COMMAND_QOS,
+    LOCKSTEP_SENSOR_QOS,
+    SENSOR_QOS,
+    TASK_STATE_QOS,
+)
 from clawgym_ros.ros_io.sim_services import dynamics_settings, lighting_settings
 from clawgym_ros.ros_io.spin import StartError, autostart
 from clawgym_ros.sim.pacing import CLOCK_LOCKSTEP, RealTimePacer
@@ -72,6 +88,7 @@ from clawgym_ros.sim.session import (
     SENSOR_JOINTS,
     SENSOR_OBJECTS,
     SENSOR_ODOM,
+    SENSOR_TASK,
     SimNodeConfig,
     SimSession,
 )
@@ -129,11 +146,13 @@ class SimNode(Node):
             SENSOR_GPS: (NavSatFix, C.TOPIC_GPS_RAW, cfg.publish_gps),
             SENSOR_ODOM: (Odometry, C.TOPIC_ODOM, cfg.publish_odom),
             SENSOR_OBJECTS: (PoseArray, C.TOPIC_OBJECT_POSES_RAW, cfg.publish_object_poses),
+            # Always: a reset may switch a bare scene into a task world.
+            SENSOR_TASK: (String, C.TOPIC_TASK_STATE, True),
             "clock": (Clock, C.TOPIC_CLOCK, cfg.publish_clock),
         }
+        special = {"clock": CLOCK_QOS, SENSOR_TASK: TASK_STATE_QOS}
         self._pubs = {
-            key: self.create_lifecycle_publisher(
-                msg_type, topic, CLOCK_QOS if key == "clock" else qos, **events)
+            key: self.create_lifecycle_publisher(msg_type, topic, special.get(key, qos), **events)
             for key, (msg_type, topic, enabled) in wanted.items() if enabled}
         def sub_events() -> SubscriptionEventCallbacks:
             return SubscriptionEventCallbacks(use_default_callbacks=not lockstep)
@@ -155,7 +174,7 @@ class SimNode(Node):
             self.create_service(SetDynamics, C.SRV_SET_DYNAMICS, self._on_set_dynamics),
         ]
         self.get_logger().info(
-            f"configured: scenario={self.session.scenario} clock={self.config.clock_mode} "
+            f"configured: world={self.session.world.name} clock={self.config.clock_mode} "
             f"control_dt={self.session.control_dt:g}s camera={self.session.camera[0]}")
         return super().on_configure(state)
 
@@ -269,6 +288,10 @@ class SimNode(Node):
             msg = sensors.pose_array_msg(poses, stamp, C.FRAME_WORLD)
             pub.publish(msg)
             self._last[sensor] = msg
+        elif sensor == SENSOR_TASK:
+            state = session.task_state()
+            if state is not None:
+                pub.publish(sensors.task_state_msg(state, stamp_nanos(stamp)))
 
     # ------------------------------------------------------------------ commands
     def _command(self, what: str, apply: Callable[[SimSession], None]) -> None:

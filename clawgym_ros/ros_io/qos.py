@@ -33,6 +33,12 @@ LATCHED_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
+#: sim_node's task_state: latched (a late joiner gets the newest) and, like the lockstep
+#: sensors, deep enough that a reader consuming one per step misses none.
+TASK_STATE_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=32, reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
 #: /clock: reliable, keep last 1 (lockstep consumers must not miss ticks they wait for).
 CLOCK_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,

@@ -12,6 +12,7 @@ plain numbers and numpy arrays (no core objects). Conventions:
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Sequence
 
@@ -21,6 +22,7 @@ from geometry_msgs.msg import Point, Pose, PoseArray, Quaternion, Twist, Vector3
 from nav_msgs.msg import Odometry
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, Imu, JointState, NavSatFix, NavSatStatus
+from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
 
 from clawgym_interfaces.msg import GripperCommand
@@ -423,3 +425,32 @@ def planar_twist(msg: Twist) -> np.ndarray:
 def twist_msg(linear: Sequence[float], angular: Sequence[float]) -> Twist:
     """geometry_msgs/Twist from linear and angular 3-vectors."""
     return Twist(linear=_vec3(linear), angular=_vec3(angular))
+
+
+# ---------------------------------------------------------------------------------------------
+# Task state (sim_node in a task world): std_msgs/String carrying JSON
+# ---------------------------------------------------------------------------------------------
+#: Key of the sample's simulation time (integer nanoseconds) in a task_state message.
+TASK_STAMP_KEY = "stamp_ns"
+
+
+def task_state_msg(state: dict, stamp_ns: int) -> String:
+    """The ``task_state`` message of :meth:`SimSession.task_state` at ``stamp_ns`` (JSON; the
+    stamp rides in the document: std_msgs/String has no header)."""
+    return String(data=json.dumps({TASK_STAMP_KEY: int(stamp_ns), **state},
+                                  separators=(",", ":")))
+
+
+def task_state_values(msg: String) -> tuple[Time, dict]:
+    """(stamp, state dict) of a ``task_state`` message.
+
+    Raises:
+        ConfigError: not a task-state JSON document.
+    """
+    try:
+        state = json.loads(msg.data)
+        ns = int(state.pop(TASK_STAMP_KEY))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise ConfigError("task_state", msg.data[:60], "a JSON object with "
+                          f"{TASK_STAMP_KEY}") from None
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000), state

@@ -7,6 +7,16 @@ base twist), counts control steps and says which sensors are due.
 
 Time: a node control step is ``k`` backend control steps (``k = 1`` unless ``control_rate`` asks
 for a slower rate); simulation time is always ``steps x control_dt`` after a reset, exactly.
+
+Worlds: the bare scene of ``scenario`` (``tabletop``, ``outdoor``), or a *task world*: the
+task's own env (:class:`~clawgym_ros.tasks.world.TaskEnv`, e.g. ``PickPlaceEnv``) with its
+template scenes, goal and stage tracker, stepped through ``env.step`` exactly as the in-process
+evaluation steps it, so physics, stages and success are the very same code. A world is named
+``<scene>``, ``<task>`` (a training template drawn at every reset, as the env does) or
+``<task>/<template>`` (:func:`parse_world`), by the config or per reset.
+:meth:`SimSession.task_state` is what the node publishes on ``task_state``: template, goal,
+stages reached, success, the step's contact force and collision, and the task env's
+observation keys that no sensor carries (``place_goal``, ``hand_state``, ...).
 """
 
 from __future__ import annotations
@@ -34,6 +44,9 @@ from clawgym_ros.sim.scene import GRIPPER_MAX_WIDTH
 from clawgym_ros.sim.trajectory import INTERPOLATIONS, JointTrajectory, gather
 
 SCENARIOS: tuple[str, ...] = ("tabletop", "outdoor")
+#: Observation keys the sensor topics carry (everything else of a task env's observation goes
+#: in the task state).
+SENSOR_OBS_KEYS: frozenset[str] = frozenset(C.OBS_STATE_KEYS)
 #: camera published per scenario when ``camera`` is empty, and its optical frame.
 DEFAULT_CAMERAS: dict[str, tuple[str, str]] = {
     "tabletop": (C.CAMERA_WRIST, C.FRAME_WRIST_CAMERA),
@@ -47,8 +60,9 @@ SENSOR_IMU = "imu"
 SENSOR_GPS = "gps"
 SENSOR_ODOM = "odom"
 SENSOR_OBJECTS = "object_poses"
+SENSOR_TASK = "task_state"
 SENSORS: tuple[str, ...] = (SENSOR_JOINTS, SENSOR_CAMERA, SENSOR_IMU, SENSOR_GPS, SENSOR_ODOM,
-                            SENSOR_OBJECTS)
+                            SENSOR_OBJECTS, SENSOR_TASK)
 
 
 def _f(default: Any, text: str) -> Any:
@@ -59,7 +73,13 @@ def _f(default: Any, text: str) -> Any:
 class SimNodeConfig:
     """sim_node's parameters (declared as ROS parameters, one per field)."""
 
-    scenario: str = _f("tabletop", "scene at start: tabletop (arm) or outdoor (mobile base)")
+    scenario: str = _f("tabletop", "scene at start: tabletop (arm) or outdoor (mobile base); "
+                       "with a task, the task's scene")
+    task: str = _f("", "task world at start: a task name (pick_place, peg_insert, "
+                   "pill_handover, gps_nav) simulated by its task env (templates, goal, stage "
+                   "tracker); empty = the bare scene")
+    template: str = _f("", "template of the task world; empty = a training template drawn at "
+                       "every reset")
     seed: int = _f(0, "seed of the first reset, >= 0")
     backend: str = _f("mujoco", "simulator backend (sim_node embeds mujoco; gazebo runs "
                       "through ros_gz_bridge instead)")
@@ -100,6 +120,70 @@ class SimNodeConfig:
         for name in ("camera_rate", "state_rate", "gps_rate"):
             check_range(name, getattr(self, name), 0.0, 1000.0)
         check_choice("trajectory_interpolation", self.trajectory_interpolation, INTERPOLATIONS)
+        if self.template and not self.task:
+            raise ConfigError("template", self.template, "empty without a task")
+        if self.task:
+            parse_world(self.world, "task")
+
+    @property
+    def world(self) -> str:
+        """The world at start, as :func:`parse_world` reads it."""
+        if self.task:
+            return f"{self.task}/{self.template}" if self.template else self.task
+        return self.scenario
+
+
+@dataclasses.dataclass(frozen=True)
+class World:
+    """What a session simulates: a bare scene, or a task (and template) in the task's scene."""
+
+    scene: str
+    task: str = ""
+    template: str = ""
+
+    @property
+    def name(self) -> str:
+        if not self.task:
+            return self.scene
+        return f"{self.task}/{self.template}" if self.template else self.task
+
+
+def parse_world(text: str, field: str = "scenario") -> World:
+    """``tabletop`` / ``outdoor`` (bare scene), ``<task>`` or ``<task>/<template>``.
+
+    Raises:
+        ConfigError: an unknown scene, task or template (naming ``field`` and what is allowed).
+    """
+    from clawgym_ros.tasks.registry import TASKS, get_task
+
+    if text in SCENARIOS:
+        return World(text)
+    task, _, template = text.partition("/")
+    if task not in TASKS:
+        allowed = ", ".join(TASKS) if field == "task" else (
+            "a scene (" + ", ".join(SCENARIOS) + "), a task (" + ", ".join(TASKS)
+            + ") or <task>/<template>")
+        raise ConfigError(field, task if field == "task" else text, allowed)
+    spec = get_task(task)
+    if template and template not in {t.name for t in spec.templates}:
+        raise ConfigError("template" if field == "task" else field,
+                          template if field == "task" else text,
+                          f"a template of {task}: " + ", ".join(t.name for t in spec.templates))
+    if not template and "/" in text:
+        raise ConfigError(field, text, f"{task} or {task}/<template>")
+    return World(spec.scene, task, template)
+
+
+def build_task_env(world: World, config: SimNodeConfig) -> Any:
+    """The task env of a task world (the env the in-process evaluation builds for it: no
+    observation cameras; sim_node renders its camera itself)."""
+    import gymnasium as gym
+
+    import clawgym_ros.sim  # noqa: F401  (registers the envs)
+    from clawgym_ros.tasks.registry import get_task
+
+    return gym.make(get_task(world.task).env_id, template=world.template,
+                    image_width=config.image_width, image_height=config.image_height).unwrapped
 
 
 def build_backend(config: SimNodeConfig) -> Any:
@@ -139,11 +223,21 @@ class SimSession:
 
     def __init__(self, config: SimNodeConfig, backend: Any | None = None) -> None:
         self.config = config
-        self.backend = backend if backend is not None else build_backend(config)
+        self.world = parse_world(config.world, "task")
+        if backend is None and not self.world.task:
+            backend = build_backend(config)
+        self._bare = backend
+        self.backend = backend
+        # Task worlds: one env per (task, template), as the in-process runner caches them (an
+        # env with a fixed template never draws one, so the same seed gives the same episode).
+        self._envs: dict[tuple[str, str], Any] = {}
+        self.env: Any = None
+        self._info: dict[str, Any] = {}
+        self._obs: dict[str, np.ndarray] = {}
         self.steps = 0
         self._trajectory: JointTrajectory | None = None
         self._twist = np.zeros(2)
-        self.reset(config.seed, config.scenario)
+        self.reset(config.seed)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -183,20 +277,35 @@ class SimSession:
             SENSOR_GPS: cfg.publish_gps and not self.is_arm,
             SENSOR_ODOM: cfg.publish_odom and not self.is_arm,
             SENSOR_OBJECTS: cfg.publish_object_poses and self.is_arm,
+            SENSOR_TASK: self.env is not None,
         }[sensor]
 
     # ------------------------------------------------------------------ world
     def reset(self, seed: int, scenario: str | None = None) -> None:
-        """Reset (switching scenario when given) with ``seed``; drops every command.
+        """Reset (switching world when given: :func:`parse_world`) with ``seed``; drops every
+        command. A task world resets its task env with ``seed`` (``env.reset(seed=seed)``).
 
         Raises:
-            ConfigError: unknown scenario, seed out of range, or a control_rate that the
-                scenario's control step does not divide.
+            ConfigError: unknown world, seed out of range, or a control_rate that the
+                scene's control step does not divide.
         """
         check_int("seed", seed, 0, 2**63 - 1)
-        if scenario:
-            check_choice("scenario", scenario, SCENARIOS)
-        self.backend.reset(seed, scenario or None)
+        world = parse_world(scenario) if scenario else self.world
+        if world.task:
+            key = (world.task, world.template)
+            env = self._envs.get(key)
+            if env is None:
+                env = self._envs[key] = build_task_env(world, self.config)
+            self._obs, self._info = env.reset(seed=seed)
+            self.env, self.backend = env, env.backend
+        else:
+            if self._bare is None:
+                self._bare = build_backend(dataclasses.replace(self.config, scenario=world.scene,
+                                                               task="", template=""))
+            self.env, self._obs, self._info = None, {}, {}
+            self.backend = self._bare
+            self.backend.reset(seed, world.scene)
+        self.world = world
         self._k = self._steps_per_control(self.backend.control_dt)
         cam = self.camera[0]
         if self.config.publish_camera and cam not in self.backend.index.cameras:
@@ -213,6 +322,7 @@ class SimSession:
             SENSOR_IMU: EveryN(rate, self.config.state_rate),
             SENSOR_ODOM: EveryN(rate, self.config.state_rate),
             SENSOR_OBJECTS: EveryN(rate, self.config.state_rate),
+            SENSOR_TASK: EveryN(rate, self.config.state_rate),
             SENSOR_GPS: EveryN(rate, self.config.gps_rate),
             SENSOR_CAMERA: EveryN(rate, self.config.camera_rate),
         }
@@ -326,7 +436,10 @@ class SimSession:
             for j in range(self._k):
                 # Command the state at the end of this backend step (the servo tracks it).
                 t_next = (before + n) * self.control_dt + (j + 1) * backend_dt
-                self.backend.step(self._action(t_next))
+                if self.env is not None:
+                    self._obs, _, _, _, self._info = self.env.step(self._action(t_next))
+                else:
+                    self.backend.step(self._action(t_next))
             self.steps += 1
         return before, self.steps
 
@@ -371,10 +484,51 @@ class SimSession:
         return self.backend.camera_intrinsics(self.camera[0], self.config.image_width,
                                               self.config.image_height)
 
+    def task_state(self) -> dict[str, Any] | None:
+        """The task world's state now (None in a bare scene), JSON-able.
+
+        Keys: ``task``, ``template``, ``split``, ``stages`` (the expected order),
+        ``stages_reached``, ``success`` (the env's, after the last step; False at reset),
+        ``contact_force`` (N) and ``collision`` (unintended contact) of the last step,
+        ``goal`` (the env's goal dict) and ``observation``: the task env's observation keys
+        that no sensor topic carries (e.g. ``place_goal``), as lists.
+        """
+        env = self.env
+        if env is None:
+            return None
+        info = self._info
+        extra = {k: np.asarray(v, dtype=float).tolist() for k, v in self._obs.items()
+                 if k not in SENSOR_OBS_KEYS and np.asarray(v).dtype != np.uint8}
+        return {"task": self.world.task, "template": env.template.name,
+                "split": env.template.split, "stages": list(env.tracker.stages),
+                "stages_reached": list(env.tracker.reached_names),
+                "success": bool(info.get("success", False)),
+                "contact_force": float(info.get("contact_force", 0.0)),
+                "collision": bool(info.get("collision", False)),
+                "goal": _jsonable(env.goal_dict()), "observation": extra}
+
     def describe(self) -> dict[str, Any]:
         """Backend knobs plus session time (for logs and records)."""
-        return {**self.backend.describe(), "steps": self.steps, "time": self.time}
+        return {**self.backend.describe(), "world": self.world.name, "steps": self.steps,
+                "time": self.time}
 
     def close(self) -> None:
-        """Release the backend (renderers, GL contexts)."""
-        self.backend.close()
+        """Release the backends and task envs (renderers, GL contexts)."""
+        for env in self._envs.values():
+            env.close()
+        self._envs.clear()
+        if self._bare is not None:
+            self._bare.close()
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with NumPy scalars/arrays and tuples turned into JSON types."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
