@@ -205,9 +205,15 @@ def test_commands_and_buffer():
 def test_graph_processes_interpose_only_what_the_suite_needs(specs):
     procs = graph_processes(specs, POLICY, "")
     names = [p.name for p in procs]
-    assert names == [C.NODE_SIM, C.NODE_SENSOR_NOISE, C.NODE_LIGHTING, C.NODE_POLICY]
-    # The observation interposer is reliable both ways in lockstep; lighting has no topics.
-    assert procs[1].args == ("--ros-args", "-p", "reliable:=true") and procs[2].args == ()
+    # Lighting and dynamics are applied by the lockstep driver through sim_node's services
+    # right after each reset (where the wrappers apply them): no node for them.
+    assert names == [C.NODE_SIM, C.NODE_SENSOR_NOISE, C.NODE_POLICY]
+    # The observation interposer is reliable both ways in lockstep and holds dropped samples
+    # itself: policy_node needs no /clock; its tool pose comes from the raw joints.
+    assert procs[1].args == ("--ros-args", "-p", "reliable:=true")
+    assert "hold_timeout:=0.0" in procs[-1].args and "publish_clock:=false" in procs[0].args
+    assert "kinematics_topic:=joint_states_raw" in procs[-1].args
+    assert not any(a.startswith("task:=") for a in procs[0].args + procs[-1].args)
     nominal = graph_processes([s for s in specs if not s.families], POLICY, "")
     assert [p.name for p in nominal] == [C.NODE_SIM, C.NODE_POLICY]
     assert "joint_states:=joint_states_raw" in nominal[-1].args
@@ -215,3 +221,56 @@ def test_graph_processes_interpose_only_what_the_suite_needs(specs):
     assert not any("max_chunk" in a for a in nominal[-1].args)
     per_step = graph_processes(specs, POLICY, "", max_chunk=1)
     assert "max_chunk:=1" in per_step[-1].args
+    # The task world: sim_node starts in the first spec's task world, policy_node is told
+    # the suite's tasks (whose task_state carries keys such as place_goal).
+    task = graph_processes(specs, POLICY, "", world="task")
+    assert "task:=pick_place" in task[0].args and "task:=pick_place" in task[-1].args
+    assert f"template:={specs[0].template}" in task[0].args
+
+
+@pytest.mark.parametrize("task", ["pick_place", "peg_insert", "pill_handover", "gps_nav"])
+def test_task_observation_keys_are_the_task_envs_non_sensor_keys(task):
+    import gymnasium as gym
+
+    import clawgym_ros.sim  # noqa: F401
+    from clawgym_ros.evaluation.ros_mode import (
+        SENSOR_OBSERVATION_KEYS,
+        TASK_OBSERVATION_KEYS,
+    )
+    from clawgym_ros.tasks.registry import get_task
+
+    spec = get_task(task)
+    env = gym.make(spec.env_id).unwrapped
+    try:
+        keys = set(env.observation_space.spaces)
+    finally:
+        env.close()
+    sensor = set(SENSOR_OBSERVATION_KEYS[spec.scene])
+    assert sensor <= keys
+    assert set(TASK_OBSERVATION_KEYS[task]) == keys - sensor
+
+
+class _Layout:
+    """A policy declaring its observation layout, as a TorchPolicy does."""
+
+    def __init__(self, *keys: str) -> None:
+        self.obs_spec = {k: 3 for k in keys}
+
+
+def test_policy_layout_is_checked_against_what_the_topics_give():
+    from clawgym_ros.evaluation.ros_mode import policy_task_keys
+
+    arm = (C.OBS_JOINT_POS, C.OBS_TOOL_POSE, C.OBS_OBJECT_POSES)
+    assert policy_task_keys(_Layout(*arm), "ck", C.SCENE_TABLETOP, (), "") == ()
+    assert policy_task_keys(_Layout(*arm, C.OBS_PLACE_GOAL), "ck", C.SCENE_TABLETOP,
+                            ("pick_place",), "") == (C.OBS_PLACE_GOAL,)
+    assert policy_task_keys(object(), "scripted:x", C.SCENE_TABLETOP, (), "") == ()
+    for tasks, where in (((), "the bare tabletop scene"), (("peg_insert",), "peg_insert"),
+                         (("pick_place", "peg_insert"), "peg_insert")):
+        with pytest.raises(ConfigError) as err:
+            policy_task_keys(_Layout(*arm, C.OBS_PLACE_GOAL), "ck", C.SCENE_TABLETOP, tasks,
+                             "")
+        assert err.value.field == "policy" and "'place_goal'" in err.value.allowed, tasks
+        assert where in err.value.allowed and "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="'imu'"):
+        policy_task_keys(_Layout(C.OBS_IMU), "ck", C.SCENE_TABLETOP, ("pick_place",), "")

@@ -81,3 +81,146 @@ def test_ros_lockstep_one_command_per_step_matches_in_process(tmp_path):
     local = run_specs(PolicySource.parse(POLICY), specs, 1,
                       RolloutOptions(world="scene", max_steps=120))
     assert [r.to_dict() for r in ros] == [r.to_dict() for r in local]
+
+
+# ---------------------------------------------------------------------------------------------
+# Task worlds (issue 17): sim_node runs the task env, the evaluator scores its stages
+# ---------------------------------------------------------------------------------------------
+#: The pick_place observation layout a trained checkpoint reads (place_goal included).
+PICK_PLACE_LAYOUT = {"joint_pos": 7, "joint_vel": 7, "gripper_width": 1, "tool_pose": 7,
+                     "object_poses": 14, "place_goal": 3}
+TASK_SUITE = """\
+name: ros_task_agreement
+seed: 0
+episodes_per_cell: 2
+schedule: constant
+tasks:
+  - task: pick_place
+    templates: [cube, stack]
+cells:
+  nominal: true
+  sweeps:
+    - family: sensor_noise
+      intensities: [1.0]
+    - family: dynamics
+      intensities: [1.0]
+    - family: lighting
+      intensities: [1.0]
+"""
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A small checkpoint trained here on a table with pick_place's observation layout
+    (synthetic rows: the policy acts badly; the records must agree on whatever it does)."""
+    pytest.importorskip("torch")
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.cli import main
+    from clawgym_ros.training import synthetic
+
+    root = tmp_path_factory.mktemp("ckpt")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(synthetic, "OBS_SPEC", PICK_PLACE_LAYOUT)
+        dataset = synthetic.synthetic_dataset(ArtifactStore(root), rows=400, episode_len=40,
+                                              groups=1)
+    assert main(["train", "--dataset", dataset.id, "--steps", "20", "--seed", "0", "--out",
+                 str(root), "--batch-size", "32"]) == 0
+    store = ArtifactStore(root)
+    from clawgym_ros import constants as C
+
+    (ckpt,) = store.list(C.KIND_CHECKPOINT)
+    return root, ckpt.id
+
+
+def test_trained_checkpoint_through_ros_matches_in_process_on_task_worlds(checkpoint,
+                                                                          tmp_path, capsys):
+    """`clawgym eval --mode ros --checkpoint` in the pick_place task world (place_goal from
+    sim_node's task_state; cube and the composed stack), nominal and perturbed cells (sensor
+    noise, dynamics, lighting): per-episode records identical to in-process."""
+    pytest.importorskip("rclpy")
+    from clawgym_ros.cli import main
+
+    root, ckpt = checkpoint
+    suite = tmp_path / "task_suite.yaml"
+    suite.write_text(TASK_SUITE)
+    reports = {}
+    for mode in ("ros", "in_process"):
+        assert main(["eval", "--checkpoint", ckpt[:12], "--suite", str(suite), "--seed", "11",
+                     "--out", str(root), "--mode", mode, "--workers", "1", "--world", "task",
+                     "--max-steps", "80"]) == 0
+        lines = capsys.readouterr().out.split("\n")
+        json_line = next(line for line in lines if line.startswith("json: "))
+        reports[mode] = json.loads(open(json_line[len("json: "):]).read())
+    ros, local = reports["ros"]["per_episode"], reports["in_process"]["per_episode"]
+    assert len(ros) == len(local) == 8
+    assert {e["template"] for e in ros} == {"cube", "stack"}
+    assert {e["family"] for e in ros} == {"none", "sensor_noise", "dynamics", "lighting"}
+    for a, b in zip(ros, local, strict=True):
+        assert a["stages"][:6] == ["reach", "grasp", "lift", "transport", "place", "release"]
+        # In-process task worlds also keep failure-state snapshots (not part of a record's
+        # identity; the ROS path records none).
+        b = {k: v for k, v in b.items() if k != "failure_states"}
+        assert a == b, (a["index"], [k for k in b if a.get(k) != b[k]])
+    # The records are not trivial: the policy moves the arm (its violations, if any, agree).
+    assert all(e["metrics"]["jerk_rms"] > 0 for e in ros)
+
+
+def test_scripted_policy_through_ros_matches_in_process_on_peg_and_handover(tmp_path):
+    """The other arm tasks' worlds in one graph (sim_node switches world per reset), with the
+    scripted baseline, nominal and perturbed: identical records."""
+    pytest.importorskip("rclpy")
+    from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
+    from clawgym_ros.evaluation.suites import expand, parse_suite
+    from clawgym_ros.evaluation.workers import run_specs
+    from clawgym_ros.ros_io.eval_graph import run_ros_graph
+
+    suite = parse_suite({
+        "name": "ros_arm_tasks", "seed": 0, "episodes_per_cell": 2, "schedule": "constant",
+        "tasks": [{"task": "peg_insert", "templates": ["round_peg"]},
+                  {"task": "pill_handover", "templates": ["pill_box"]}],
+        "cells": {"nominal": True, "sweeps": [{"family": "sensor_noise", "intensities": [1.0]},
+                                              {"family": "dynamics", "intensities": [1.0]}]},
+    }, "ros_arm_tasks")
+    specs = expand(suite, 5)
+    assert {s.task for s in specs} == {"peg_insert", "pill_handover"}
+    ros = run_ros_graph(specs, POLICY, "", 120, log_dir=tmp_path / "logs", world="task")
+    local = run_specs(PolicySource.parse(POLICY), specs, 1,
+                      RolloutOptions(world="task", max_steps=120))
+    assert [r.to_dict() for r in ros] == [r.to_dict() for r in local]
+    assert any(r.stages_reached for r in ros)
+
+
+def _node_exit(module: str, args: list[str]) -> tuple[int, list[str]]:
+    import os
+    import subprocess
+    import sys
+
+    from clawgym_ros.procs import domain_id_for, isolated_ros_env
+
+    env = {**os.environ, **isolated_ros_env(domain_id_for())}
+    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+    return proc.returncode, [line for line in proc.stderr.splitlines()
+                             if not line.startswith("[")]
+
+
+def test_policy_node_refuses_a_checkpoint_the_topics_cannot_feed(checkpoint):
+    """A checkpoint that observes place_goal, in a world without it: exit 2, one line."""
+    pytest.importorskip("rclpy")
+    root, ckpt = checkpoint
+    code, lines = _node_exit("clawgym_ros.nodes.policy_node", [
+        "--ros-args", "-p", f"policy:={ckpt}", "-p", f"run_dir:={root}",
+        "-p", "task:=peg_insert"])
+    assert code == 2 and len(lines) == 1, lines
+    assert "'place_goal'" in lines[0] and "peg_insert" in lines[0]
+
+
+@pytest.mark.parametrize("params, named", [
+    (["-p", "task:=stacking"], "task='stacking'"),
+    (["-p", "task:=pick_place", "-p", "template:=pyramid"], "template='pyramid'"),
+])
+def test_sim_node_refuses_an_unknown_task_or_template(params, named):
+    pytest.importorskip("rclpy")
+    code, lines = _node_exit("clawgym_ros.nodes.sim_node", ["--autostart", "--ros-args",
+                                                            *params])
+    assert code == 2 and len(lines) == 1 and named in lines[0], lines

@@ -74,11 +74,20 @@ class ObservationAssembler:
             images are not part of the observation.
         tool_pose: compute ``tool_pose`` by forward kinematics of the received joint values
             (tabletop; no topic carries it).
+        task_keys: observation keys of the task world that sim_node's ``task_state`` carries
+            (``place_goal``, ``hand_state``, ...): the ``task`` stream.
+        kinematics: take ``tool_pose`` from the forward kinematics of a separate joint stream
+            (``kinematics``: the robot's own encoders, ``joint_states_raw``) instead of the
+            observed joints. Behind a sensor-noise interposer this is the in-process
+            observation: encoder noise perturbs ``joint_pos`` / ``joint_vel`` only, the tool
+            pose stays true (as a robot's TF from its own encoders).
     """
 
     scene: str = C.SCENE_TABLETOP
     image_key: str = ""
     tool_pose: bool = True
+    task_keys: tuple[str, ...] = ()
+    kinematics: bool = False
 
     def __post_init__(self) -> None:
         self._kin: Kinematics | None = None
@@ -107,13 +116,17 @@ class ObservationAssembler:
 
     def required(self) -> tuple[str, ...]:
         """Which streams one observation needs: ``joints``, ``objects``, ``image``, ``imu``,
-        ``gps``, ``odom``."""
+        ``gps``, ``odom``, ``task``."""
         if self.is_arm:
             out = ["joints", "objects"]
         else:
             out = ["joints", "imu", "gps", "odom"]
         if self.image_key:
             out.append("image")
+        if self.task_keys:
+            out.append("task")
+        if self.kinematics and self.is_arm and self.tool_pose:
+            out.append("kinematics")
         return tuple(out)
 
     def joints(self, names: Sequence[str], position: Sequence[float],
@@ -131,11 +144,14 @@ class ObservationAssembler:
         if self.is_arm:
             out[C.OBS_GRIPPER] = np.array([pos[fingers].sum() if fingers else 0.0])
             if self.tool_pose:
-                if self._kin is None:
-                    self._kin = Kinematics(self.scene)
-                finger_pos = pos[fingers] if len(fingers) == 2 else None
-                out[C.OBS_TOOL_POSE] = self._kin.tool_pose(out[C.OBS_JOINT_POS], finger_pos)
+                out[C.OBS_TOOL_POSE] = self._forward(pos, sel, fingers)
         return out
+
+    def _forward(self, pos: np.ndarray, sel: list[int], fingers: list[int]) -> np.ndarray:
+        if self._kin is None:
+            self._kin = Kinematics(self.scene)
+        finger_pos = pos[fingers] if len(fingers) == 2 else None
+        return self._kin.tool_pose(pos[sel], finger_pos)
 
     def assemble(self, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The observation dict from stream values.
@@ -143,13 +159,22 @@ class ObservationAssembler:
         Args:
             values: ``joints`` -> (names, position, velocity); ``objects`` -> (N, 7) poses;
                 ``image`` -> uint8 (H, W, 3); ``imu`` -> (10,) quat wxyz, gyro, accel;
-                ``gps`` -> (3,) lat, lon, alt; ``odom`` -> (6,) x, y, yaw, vx, vy, wz.
+                ``gps`` -> (3,) lat, lon, alt; ``odom`` -> (6,) x, y, yaw, vx, vy, wz;
+                ``task`` -> the task state's observation mapping (key -> values).
 
         Returns:
             The dict in the env's layout (float64 arrays; images uint8).
+
+        Raises:
+            ConfigError: the task state lacks one of :attr:`task_keys`.
         """
         names, position, velocity = values["joints"]
         obs = self.joints(names, position, velocity)
+        if "kinematics" in self.required():
+            k_names, k_position, _ = values["kinematics"]
+            sel, fingers = self._select(tuple(k_names))
+            obs[C.OBS_TOOL_POSE] = self._forward(np.asarray(k_position, dtype=float), sel,
+                                                 fingers)
         if self.is_arm:
             obs[C.OBS_OBJECT_POSES] = np.asarray(values["objects"], dtype=float).reshape(-1, 7)
         else:
@@ -158,6 +183,13 @@ class ObservationAssembler:
             obs[C.OBS_ODOM] = np.asarray(values["odom"], dtype=float).reshape(6)
         if self.image_key:
             obs[self.image_key] = np.asarray(values["image"], dtype=np.uint8)
+        if self.task_keys:
+            task = values["task"]
+            for key in self.task_keys:
+                if key not in task:
+                    raise ConfigError("task_state.observation", sorted(task),
+                                      f"the key {key} the policy observes")
+                obs[key] = np.asarray(task[key], dtype=float)
         return obs
 
 

@@ -61,8 +61,26 @@ POLICY_MODES: tuple[str, ...] = (POLICY_LOCKSTEP, POLICY_FREE)
 SRV_POLICY_RESET = "reset"
 #: Default of ``policy_node``'s ``max_chunk``: one second of control steps at 50 Hz.
 MAX_CHUNK = 50
-#: Families whose interposers may drop sensor samples (policy_node then holds via /clock).
+#: Observation-side families: their interposers run in the lockstep graph.
 HOLD_FAMILIES: tuple[str, ...] = C.OBSERVATION_FAMILIES
+#: Families whose interposer may leave a stamp without a sample (policy_node then holds the
+#: last value via /clock): gps_dropout. sensor_noise_node, in lockstep (``reliable``),
+#: republishes the held values itself, exactly as the wrapper shows them.
+CLOCK_HOLD_FAMILIES: tuple[str, ...] = (C.FAMILY_GPS_DROPOUT,)
+#: Observation keys of each task env that no sensor topic carries: sim_node's ``task_state``
+#: provides them (checked against the envs' observation spaces by a test).
+TASK_OBSERVATION_KEYS: dict[str, tuple[str, ...]] = {
+    C.TASK_PICK_PLACE: (C.OBS_PLACE_GOAL,),
+    C.TASK_PEG_INSERT: (),
+    C.TASK_PILL_HANDOVER: (C.OBS_HAND,),
+    C.TASK_GPS_NAV: (C.OBS_NAV_GOAL,),
+}
+#: Observation keys the sensor topics give per scene (tool_pose by forward kinematics).
+SENSOR_OBSERVATION_KEYS: dict[str, tuple[str, ...]] = {
+    C.SCENE_TABLETOP: (C.OBS_JOINT_POS, C.OBS_JOINT_VEL, C.OBS_GRIPPER, C.OBS_TOOL_POSE,
+                       C.OBS_OBJECT_POSES),
+    C.SCENE_OUTDOOR: (C.OBS_JOINT_POS, C.OBS_JOINT_VEL, C.OBS_IMU, C.OBS_GPS, C.OBS_ODOM),
+}
 #: Interposer node of each observation-side family and its console module.
 INTERPOSERS: dict[str, str] = {
     C.FAMILY_SENSOR_NOISE: C.NODE_SENSOR_NOISE,
@@ -84,6 +102,12 @@ class PolicyNodeConfig:
     run_dir: str = _f("", "run directory holding the checkpoint's artifact store")
     scene: str = _f(C.SCENE_TABLETOP, "robot/scene of the observation layout: tabletop (arm) "
                     "or outdoor (mobile base)")
+    task: str = _f("", "task world(s) the simulator runs, comma-separated (their task_state "
+                   "gives observation keys such as place_goal); empty = the bare scene")
+    kinematics_topic: str = _f("", "arm: joint states the tool pose is computed from (forward "
+                               "kinematics); empty = the observed joint_states. Behind a "
+                               "sensor_noise interposer: joint_states_raw (the in-process "
+                               "tool pose is the true one)")
     mode: str = _f(POLICY_LOCKSTEP, "lockstep (act once per observation stamp) or free (act "
                    "on a timer at control_rate with the latest values)")
     control_rate: float = _f(50.0, "free mode: actions per second, Hz")
@@ -104,6 +128,13 @@ class PolicyNodeConfig:
         check_range("control_rate", self.control_rate, 0.0, 1000.0, low_open=True)
         check_range("hold_timeout", self.hold_timeout, 0.0, 10.0)
         check_range("control_dt", self.control_dt, 0.0, 1.0, low_open=True)
+        for task in self.tasks:
+            check_choice("task", task, tuple(TASK_OBSERVATION_KEYS))
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The task worlds of :attr:`task`."""
+        return tuple(t.strip() for t in self.task.split(",") if t.strip())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +149,40 @@ class EvaluatorNodeConfig:
 
     def __post_init__(self) -> None:
         check_range("step_timeout", self.step_timeout, 0.0, 600.0, low_open=True)
+
+
+def policy_task_keys(policy: Any, label: str, scene: str, tasks: Sequence[str],
+                     image_key: str) -> tuple[str, ...]:
+    """The task-state keys a policy's observation needs, checking that the topics of
+    ``scene`` (and the task worlds ``tasks``) can give everything it observes.
+
+    A policy declares its layout by ``obs_spec`` (key -> width, a trained checkpoint) and, for
+    an image network, ``model.spec.type == cnn``; a policy without ``obs_spec`` (the scripted
+    baseline) reads only sensor keys.
+
+    Raises:
+        ConfigError: a key no topic of this world provides (naming it and what is provided).
+    """
+    needed = list(getattr(policy, "obs_spec", None) or ())
+    model = getattr(policy, "model", None)
+    if getattr(getattr(model, "spec", None), "type", "") == C.POLICY_CNN and not image_key:
+        raise ConfigError("policy", label, "a policy that needs no camera image here "
+                          "(it reads one; set image_key)")
+    sensor = SENSOR_OBSERVATION_KEYS[scene]
+    task_keys = [k for t in tasks for k in TASK_OBSERVATION_KEYS.get(t, ())]
+    world = ", ".join(tasks) if tasks else f"the bare {scene} scene"
+    for key in needed:
+        if key not in sensor and key not in task_keys:
+            raise ConfigError("policy", label, f"a policy whose observation the topics of "
+                              f"{world} provide: it observes {key!r}; they give "
+                              + ", ".join((*sensor, *task_keys)))
+    for task in tasks:
+        missing = [k for k in needed if k not in sensor
+                   and k not in TASK_OBSERVATION_KEYS.get(task, ())]
+        if missing:
+            raise ConfigError("policy", label, f"a policy whose observation every task world "
+                              f"gives: it observes {missing[0]!r}, which {task} has not")
+    return tuple(k for k in needed if k not in sensor)
 
 
 class StampedBuffer:
@@ -184,18 +249,45 @@ class ProcessSpec:
 
 
 def needed_families(specs: Iterable[EpisodeSpec]) -> list[str]:
-    """Perturbation families any spec uses, in canonical order."""
+    """Interposer families the lockstep graph runs for ``specs``, in canonical order: the
+    observation side only (lighting and dynamics are applied by the lockstep driver through
+    sim_node's services right after each reset, where the wrappers apply them)."""
     used = {f for s in specs for f in s.families}
-    return [f for f in INTERPOSERS if f in used]
+    return [f for f in INTERPOSERS if f in used and f in HOLD_FAMILIES]
+
+
+def world_name(spec: EpisodeSpec, world: str) -> str:
+    """What ``sim/reset`` loads for ``spec`` in the resolved ``world`` (``task`` or ``scene``):
+    ``<task>/<template>``, ``<task>`` (no template: one drawn per reset) or the bare scene."""
+    if world == "task":
+        return f"{spec.task}/{spec.template}" if spec.template else spec.task
+    return C.SCENE_OUTDOOR if spec.task == C.TASK_GPS_NAV else C.SCENE_TABLETOP
+
+
+def episode_limit(task: str, world: str, max_steps: int = 0) -> int:
+    """Control steps per episode: ``max_steps``, else the env's own limit (the in-process
+    runner's rule: the task env's in the ``task`` world, the bare scene env's otherwise)."""
+    if max_steps:
+        return int(max_steps)
+    from clawgym_ros.sim.registration import ENVS
+    from clawgym_ros.tasks.registry import get_task
+
+    if world == "task":
+        env_id = get_task(task).env_id
+    else:
+        env_id = C.ENV_MOBILE_BASE if task == C.TASK_GPS_NAV else C.ENV_TABLETOP
+    return int(ENVS[env_id][1] or 500)
 
 
 def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
                     scene: str = C.SCENE_TABLETOP, image: bool = False,
-                    max_chunk: int | None = None) -> list[ProcessSpec]:
+                    max_chunk: int | None = None, world: str = "scene") -> list[ProcessSpec]:
     """sim_node (lockstep), the interposers the specs need and policy_node, with remaps.
 
     Without an observation interposer the policy reads the raw topics directly (remapped).
-    ``max_chunk`` sets policy_node's (None: its default).
+    ``max_chunk`` sets policy_node's (None: its default). ``world`` (``task`` or ``scene``,
+    resolved): in the task world sim_node starts in the first spec's task world and
+    policy_node is told the suite's tasks (their ``task_state`` observation keys).
 
     Raises:
         ConfigError: specs of several scenes.
@@ -206,7 +298,7 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
     families = needed_families(specs)
     # Streams may miss a stamp only behind an observation interposer: then policy_node needs
     # /clock to hold their last value; otherwise neither /clock nor the wait is needed.
-    hold = any(f in families for f in HOLD_FAMILIES)
+    hold = any(f in families for f in CLOCK_HOLD_FAMILIES)
     sim_args = ["--autostart", "--ros-args", "-p", f"scenario:={scene}",
                 "-p", "clock_mode:=lockstep", "-p", f"publish_camera:={str(image).lower()}",
                 "-p", f"publish_clock:={str(hold).lower()}"]
@@ -214,6 +306,11 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
         # Only what the arm observation needs (fewer entities: faster lockstep callbacks).
         sim_args += ["-p", "publish_imu:=false", "-p", "publish_gps:=false",
                      "-p", "publish_odom:=false"]
+    tasks = list(dict.fromkeys(s.task for s in specs)) if world == "task" else []
+    if tasks:
+        sim_args += ["-p", f"task:={specs[0].task}"]
+        if specs[0].template:
+            sim_args += ["-p", f"template:={specs[0].template}"]
     procs = [ProcessSpec(C.NODE_SIM, "clawgym_ros.nodes.sim_node", tuple(sim_args))]
     for family in families:
         node = INTERPOSERS[family]
@@ -230,6 +327,10 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
         remaps.append(f"{C.TOPIC_GPS}:={C.TOPIC_GPS_RAW}")
     policy_args = ["--ros-args", "-p", f"policy:={policy}", "-p", f"scene:={scene}",
                    "-p", f"mode:={POLICY_LOCKSTEP}"]
+    if tasks:
+        policy_args += ["-p", f"task:={','.join(tasks)}"]
+    if C.FAMILY_SENSOR_NOISE in families and scene == C.SCENE_TABLETOP:
+        policy_args += ["-p", f"kinematics_topic:={C.TOPIC_JOINT_STATES_RAW}"]
     if not hold:
         policy_args += ["-p", "hold_timeout:=0.0"]
     if max_chunk is not None:

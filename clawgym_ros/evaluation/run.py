@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from clawgym_ros import constants as C
 from clawgym_ros.evaluation.config import EvalConfig
-from clawgym_ros.evaluation.rollout import WORLD_SCENE, PolicySource, RolloutOptions
+from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
 from clawgym_ros.evaluation.suites import expand, load_suite
 
 if TYPE_CHECKING:
     from clawgym_ros.evaluation.workers import WorkerPool
 
-#: Control steps per episode in ROS mode when the options leave it to the env (Tabletop-v0).
+#: Control steps per episode of the bare tabletop (Tabletop-v0); ROS mode now takes each
+#: episode's env limit (``ros_mode.episode_limit``), as in-process.
 ROS_DEFAULT_STEPS = 500
 
 
@@ -67,14 +68,10 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
     else:
         from clawgym_ros.ros_io.eval_graph import run_ros_graph
 
-        if options.world not in ("auto", WORLD_SCENE):
-            from clawgym_ros.errors import ConfigError
-
-            raise ConfigError("world", options.world, "'scene' or 'auto' in ros mode (sim_node "
-                              "simulates the bare scene)")
-        results = run_ros_graph(specs, source.label, source.run_dir,
-                                options.max_steps or ROS_DEFAULT_STEPS, ros_timeout,
-                                Path(run_dir) / C.DIR_LOGS / "eval", progress, cancel)
+        # sim_node loads each episode's task world (or the bare scene), as in-process.
+        results = run_ros_graph(specs, source.label, source.run_dir, options.max_steps,
+                                ros_timeout, Path(run_dir) / C.DIR_LOGS / "eval", progress,
+                                cancel, world=options.world)
     frames = {}
     if any(r.failure_states for r in results):
         from clawgym_ros.evaluation.failure_states import collect, render_frames

@@ -1,8 +1,10 @@
 """policy_node: a Policy on live topics (lockstep sim_node, Gazebo or a real robot).
 
 Subscribes (sensor QoS) the perturbed sensor topics ``joint_states``, ``object_poses`` (arm),
-``imu/data``, ``gps/fix``, ``odom`` (mobile base), ``image`` (when ``image_key`` is set) and
-``/clock`` (lockstep with ``hold_timeout`` > 0); builds the env's observation dict with the shared
+``imu/data``, ``gps/fix``, ``odom`` (mobile base), ``image`` (when ``image_key`` is set),
+``task_state`` (sim_node's task world, when the policy observes a task key such as
+``place_goal``) and ``/clock`` (lockstep with ``hold_timeout`` > 0); builds the env's
+observation dict with the shared
 :class:`~clawgym_ros.evaluation.observation.ObservationAssembler`; calls the policy; publishes
 (reliable) ``joint_trajectory`` (header stamp = the observation's stamp; in lockstep it also
 carries the gripper as finger joints) and, free-running, ``gripper_command``; or ``cmd_vel``.
@@ -19,6 +21,10 @@ gets them sent as one trajectory of up to ``max_chunk`` points, one per control 
 waiting, and the observations they produce are not acted on (the policy would not read them).
 The actions are exactly those of the step-by-step in-process run.
 
+A policy that observes a key the topics of its world cannot give (a checkpoint trained with
+``place_goal`` while ``task`` is not pick_place, an image network without ``image_key``) is
+refused at start: exit 2 with one line naming the key.
+
 Run: ``policy_node --ros-args -p policy:=scripted:pick_place -r joint_states:=joint_states_raw``
 """
 
@@ -33,6 +39,7 @@ from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallba
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, Imu, JointState, NavSatFix
+from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
@@ -54,6 +61,7 @@ from clawgym_ros.evaluation.ros_mode import (
     SRV_POLICY_RESET,
     PolicyNodeConfig,
     StampedBuffer,
+    policy_task_keys,
 )
 from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import duration_msg_ns, nanos, time_msg, time_seconds
@@ -63,6 +71,7 @@ from clawgym_ros.ros_io.qos import (
     COMMAND_QOS,
     LOCKSTEP_SENSOR_QOS,
     SENSOR_QOS,
+    TASK_STATE_QOS,
 )
 from clawgym_ros.ros_io.spin import spin
 
@@ -96,7 +105,10 @@ class PolicyNode(Node):
             raise ClawgymError("policy_node: parameter policy is empty; give a checkpoint id "
                                "or scripted:<task>")
         self.policy = PolicySource.parse(cfg.policy, cfg.run_dir).load()
-        self.assembler = ObservationAssembler(cfg.scene, cfg.image_key)
+        task_keys = policy_task_keys(self.policy, cfg.policy, cfg.scene, cfg.tasks,
+                                     cfg.image_key)
+        self.assembler = ObservationAssembler(cfg.scene, cfg.image_key, task_keys=task_keys,
+                                              kinematics=bool(cfg.kinematics_topic))
         self.buffer = StampedBuffer(self.assembler.required())
         self.actions = 0
         # Lockstep: the last control step (stamp, ns) the published commands cover, and the
@@ -114,6 +126,8 @@ class PolicyNode(Node):
             "imu": (Imu, C.TOPIC_IMU, self._on_imu),
             "gps": (NavSatFix, C.TOPIC_GPS, self._on_gps),
             "odom": (Odometry, C.TOPIC_ODOM, self._on_odom),
+            "task": (String, C.TOPIC_TASK_STATE, self._on_task),
+            "kinematics": (JointState, cfg.kinematics_topic, self._on_kinematics),
         }
         # Lockstep without holding (hold_timeout 0): every stream arrives for every stamp from
         # sim_node's reliable publishers, so subscribe reliably (a lost sample would stall).
@@ -124,7 +138,9 @@ class PolicyNode(Node):
         lean = cfg.mode == POLICY_LOCKSTEP
         for stream in self.assembler.required():
             msg_type, topic, callback = streams[stream]
-            self.create_subscription(msg_type, topic, callback, qos, event_callbacks=(
+            # task_state is latched: free running, a late start still gets the goal.
+            self.create_subscription(msg_type, topic, callback, qos if exact or stream != "task"
+                                     else TASK_STATE_QOS, event_callbacks=(
                 SubscriptionEventCallbacks(use_default_callbacks=False) if lean else None))
         if self.assembler.is_arm:
             self._traj_pub = self.create_publisher(
@@ -172,6 +188,9 @@ class PolicyNode(Node):
         v = sensors.joint_state_values(msg)
         self._put("joints", msg.header.stamp, (v["name"], v["position"], v["velocity"]))
 
+    def _on_kinematics(self, msg: JointState) -> None:
+        self._put("kinematics", msg.header.stamp, (msg.name, msg.position, None))
+
     def _on_objects(self, msg: PoseArray) -> None:
         self._put("objects", msg.header.stamp, sensors.pose_array_values(msg))
 
@@ -192,6 +211,14 @@ class PolicyNode(Node):
         o = sensors.odom_values(msg)
         self._put("odom", msg.header.stamp, odom_vector(
             o.position, o.orientation_wxyz, o.linear_velocity, o.angular_velocity))
+
+    def _on_task(self, msg: String) -> None:
+        try:
+            stamp, state = sensors.task_state_values(msg)
+        except ClawgymError as err:
+            self.get_logger().error(f"task_state ignored: {err}")
+            return
+        self._put("task", stamp, state.get("observation", {}))
 
     def _on_clock(self, msg: Clock) -> None:
         t = time_seconds(msg.clock)

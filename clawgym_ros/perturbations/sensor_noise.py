@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -125,6 +125,22 @@ class StreamNoise:
     fields: Mapping[str, FieldNoise]
     drop_prob: float = 0.0
     stale_prob: float = 0.0
+
+
+def encoder_joints(names: Sequence[str]) -> list[int]:
+    """Indices (in ``names``) of the joints an observation's ``joint_pos`` / ``joint_vel``
+    carry: the arm joints, else the wheels, in the observation's order; every joint when
+    neither is named (another robot).
+
+    The in-process wrapper perturbs exactly those (the gripper width and the tool pose stay
+    true); the ROS interposer perturbs the same joints of a full JointState (arm + fingers),
+    so both draw the same noise from the same seed.
+    """
+    index = {n: i for i, n in enumerate(names)}
+    for group in (C.ARM_JOINTS, C.BASE_WHEEL_JOINTS):
+        if all(n in index for n in group):
+            return [index[n] for n in group]
+    return list(range(len(names)))
 
 
 def stream_specs(config: SensorNoiseConfig, intensity: float) -> dict[str, StreamNoise]:

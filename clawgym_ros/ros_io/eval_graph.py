@@ -30,27 +30,31 @@ def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_s
                   progress: Callable[[int, int, int], None] | None = None,
                   cancel: threading.Event | None = None,
                   domain_id: int | None = None,
-                  max_chunk: int | None = None) -> list[EpisodeResult]:
+                  max_chunk: int | None = None,
+                  world: str = "scene") -> list[EpisodeResult]:
     """Start the graph, evaluate ``specs`` in lockstep, stop the graph.
 
     Args:
-        specs: episodes (tabletop arm tasks, ``scene`` world).
+        specs: episodes (tabletop arm tasks).
         policy: policy text for policy_node (checkpoint id or ``scripted:<task>``).
         run_dir: run directory of the checkpoint.
-        max_steps: control steps per episode.
+        max_steps: control steps per episode; 0 = each episode's env limit.
         timeout: seconds to wait for any single answer.
         log_dir: where the children's logs go.
         domain_id: ROS domain (default: derived from this process id).
         max_chunk: policy_node's ``max_chunk`` (None = its default; 1 = a command per step).
+        world: ``auto``, ``task`` or ``scene`` (as in-process; sim_node loads each episode's
+            task world, or simulates the bare scene).
 
     Raises:
         LockstepError: the graph did not come up or stopped answering.
+        ConfigError: a world the specs' tasks cannot run in.
     """
     from clawgym_ros.ros_io.eval_lockstep import wait_ready
 
     with _lockstep_graph(specs, policy, str(Path(run_dir).resolve()) if run_dir else "",
                          log_dir, "cli", needed_families(specs), timeout, max_steps,
-                         domain_id, max_chunk) as (_group, evaluator):
+                         domain_id, max_chunk, world) as (_group, evaluator):
         wait_ready(evaluator, timeout=max(30.0, timeout))
         return evaluator.run(specs, progress, cancel)
 
@@ -58,20 +62,26 @@ def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_s
 @contextlib.contextmanager
 def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log_dir: Any,
                     suffix: str, families: Sequence[str], timeout: float, max_steps: int,
-                    domain_id: int | None = None, max_chunk: int | None = None
-                    ) -> Iterator[tuple[ProcessGroup, Any]]:
+                    domain_id: int | None = None, max_chunk: int | None = None,
+                    world: str = "scene") -> Iterator[tuple[ProcessGroup, Any]]:
     """Start the lockstep graph in an isolated domain and a private helper node driving it;
     yields (process group, LockstepEvaluator); everything is stopped on exit."""
     import rclpy
 
+    from clawgym_ros.evaluation.rollout import resolve_world
     from clawgym_ros.ros_io.eval_lockstep import LockstepEvaluator
     from clawgym_ros.ros_io.lean_executor import executor_for
 
+    # Resolved before anything starts: a world a task cannot run in fails here, as in-process.
+    start_world = resolve_world(specs[0].task, world) if specs else "scene"
+    for spec in specs:
+        resolve_world(spec.task, world)
     domain = domain_id if domain_id is not None else domain_id_for()
     env = isolated_ros_env(domain)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
     with ProcessGroup(env=env, log_dir=log_dir) as group:
-        for proc in graph_processes(specs, policy, run_dir, max_chunk=max_chunk):
+        for proc in graph_processes(specs, policy, run_dir, max_chunk=max_chunk,
+                                    world=start_world):
             group.start_module(proc.name, proc.module, proc.args)
         context = rclpy.Context()
         rclpy.init(context=context, domain_id=domain)
@@ -80,7 +90,7 @@ def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log
                                  start_parameter_services=False, enable_rosout=False)
         executor = executor_for(node, context=context)
         evaluator = LockstepEvaluator(node, tuple(families), timeout, max_steps,
-                                      executor=executor)
+                                      executor=executor, world=world, start_world=start_world)
         try:
             yield group, evaluator
         finally:

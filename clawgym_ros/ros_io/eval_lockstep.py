@@ -10,9 +10,18 @@ ping-pong), or the node's executor runs in *another* thread (``evaluator_node``)
 steps, each waiting, inside sim_node, for the policy's command stamped with the time it starts
 at, while the driver scores the published ground truth of every step as it arrives (so the
 evaluator is off the per-step critical path). Scoring uses the same
-:class:`~clawgym_ros.evaluation.rollout.EpisodeScorer` and
-:class:`~clawgym_ros.evaluation.scripted.LiftTracker` as the in-process ``scene`` world, on the
-true state rebuilt from that ground truth (tool pose by forward kinematics).
+:class:`~clawgym_ros.evaluation.rollout.EpisodeScorer` as the in-process path, on the true state
+rebuilt from that ground truth (tool pose by forward kinematics): in the ``task`` world the
+stages, success, contact force and collision of every step come from sim_node's
+``task_state`` (the task env's own stage tracker, the very code the in-process path runs); in
+the ``scene`` world from :class:`~clawgym_ros.evaluation.scripted.LiftTracker`.
+
+Backend-side perturbations (lighting, dynamics) are applied by this driver through
+``sim/set_lighting`` / ``sim/set_dynamics`` right after each reset, as the Gymnasium wrappers
+apply them after ``env.reset`` (the lighting/dynamics nodes re-send on wall-clock timers, which
+cannot hit a lockstep step exactly); the lighting perturbation is advanced every step as the
+wrapper advances it (its recorded parameters), but only the reset's lighting is sent, so
+images of a time-varying lighting schedule are not reproduced step by step.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,25 +39,35 @@ from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
+from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from clawgym_interfaces.srv import ResetSim, SetPerturbation, StepSim
+from clawgym_interfaces.srv import ResetSim, SetDynamics, SetLighting, SetPerturbation, StepSim
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError
 from clawgym_ros.evaluation.observation import ObservationAssembler
 from clawgym_ros.evaluation.records import EpisodeResult
 from clawgym_ros.evaluation.rollout import (
+    WORLD_SCENE,
+    WORLD_TASK,
     EpisodeScorer,
     joint_limits,
     perturbation_values,
     perturbations_of,
+    resolve_world,
     scene_of,
 )
-from clawgym_ros.evaluation.ros_mode import INTERPOSERS, SRV_POLICY_RESET
+from clawgym_ros.evaluation.ros_mode import (
+    INTERPOSERS,
+    SRV_POLICY_RESET,
+    episode_limit,
+    world_name,
+)
 from clawgym_ros.evaluation.scripted import LiftTracker
 from clawgym_ros.evaluation.suites import EpisodeSpec
 from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import nanos, stamp_nanos, time_seconds
+from clawgym_ros.ros_io.sim_services import dynamics_request, lighting_request
 
 CONTROL_DT = 0.02
 #: Control steps per ``sim/step`` request: the evaluator's round trip is paid once per run;
@@ -71,20 +91,28 @@ class LockstepEvaluator:
         families: perturbation families whose interposer nodes run.
         timeout: seconds to wait for any answer (including the policy's command, which
             sim_node awaits within a step).
-        max_steps: control steps per episode.
+        max_steps: control steps per episode; 0 = the episode's env limit.
         scene: the simulated scene (``tabletop``).
         executor: spin this executor in the calling thread while waiting; None = the node is
             spun by another thread.
+        world: ``auto``, ``task`` or ``scene`` (as in-process: ``resolve_world``).
+        start_world: the world sim_node simulates before the first reset (``task`` world:
+            its ``task_state`` is part of the handshake).
     """
 
     def __init__(self, node: Node, families: Sequence[str] = (), timeout: float = 5.0,
                  max_steps: int = 500, scene: str = C.SCENE_TABLETOP,
-                 executor: Any | None = None) -> None:
+                 executor: Any | None = None, world: str = WORLD_SCENE,
+                 start_world: str = WORLD_SCENE) -> None:
         self.node = node
         self.timeout = timeout
         self.max_steps = max_steps
         self.scene = scene
         self.executor = executor
+        self.world = world
+        # The ground-truth streams of the current world (a task world adds task_state).
+        self._streams: tuple[str, ...] = ("joints", "objects") + (
+            ("task",) if start_world == WORLD_TASK else ())
         self.steps_done = 0
         self._dt_ns = nanos(CONTROL_DT)
         self.assembler = ObservationAssembler(scene)
@@ -94,20 +122,25 @@ class LockstepEvaluator:
         self.perturbation_clients = {
             f: node.create_client(SetPerturbation, f"{INTERPOSERS[f]}/{C.SRV_SET_PERTURBATION}")
             for f in families}
+        self.lighting_client = node.create_client(SetLighting, C.SRV_SET_LIGHTING)
+        self.dynamics_client = node.create_client(SetDynamics, C.SRV_SET_DYNAMICS)
         # Ground truth per stream, in arrival order (one writer each: in stamp order).
         self._truth: dict[str, collections.deque] = {"joints": collections.deque(),
-                                                     "objects": collections.deque()}
+                                                     "objects": collections.deque(),
+                                                     "task": collections.deque()}
         self._arrived = threading.Condition()
         self._subs = [
             node.create_subscription(
                 msg_type, topic, lambda msg, key=key: self._on_truth(key, msg), TRUTH_QOS,
                 event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
             for key, msg_type, topic in (("joints", JointState, C.TOPIC_JOINT_STATES_RAW),
-                                         ("objects", PoseArray, C.TOPIC_OBJECT_POSES_RAW))]
+                                         ("objects", PoseArray, C.TOPIC_OBJECT_POSES_RAW),
+                                         ("task", String, C.TOPIC_TASK_STATE))]
 
     def close(self) -> None:
         """Destroy the clients."""
         for client in (self.reset_client, self.step_client, self.policy_client,
+                       self.lighting_client, self.dynamics_client,
                        *self.perturbation_clients.values()):
             self.node.destroy_client(client)
         self.perturbation_clients = {}
@@ -116,6 +149,10 @@ class LockstepEvaluator:
         self._subs = []
 
     def _on_truth(self, key: str, msg: Any) -> None:
+        if key == "task":
+            # Same shape as the other samples: .header.stamp (the stamp rides in the JSON).
+            stamp, state = sensors.task_state_values(msg)
+            msg = types.SimpleNamespace(header=types.SimpleNamespace(stamp=stamp), state=state)
         with self._arrived:
             self._truth[key].append(msg)
             self._arrived.notify()
@@ -163,37 +200,58 @@ class LockstepEvaluator:
                     if not ready():
                         self._arrived.wait(min(left, 0.1))
 
-    def _next_truth(self, after_ns: int) -> tuple[Any, dict[str, np.ndarray]]:
+    def _next_truth(self, after_ns: int) -> tuple[Any, dict[str, np.ndarray], dict | None]:
         """The true state of the control step after ``after_ns`` from the raw topics (stamp
-        message, state); older samples (the t = 0 ones of a reset or of activation, the
-        unscored end of the last run) are dropped.
+        message, state, task state or None); older samples (the t = 0 ones of a reset or of
+        activation, the unscored end of the last run) are dropped.
 
         Raises:
             LockstepError: a sample is missing (a later one arrived first) or none came.
         """
+        streams = self._streams
+
         def ready() -> bool:
             with self._arrived:
-                for queue in self._truth.values():
+                for key in streams:
+                    queue = self._truth[key]
                     while queue and stamp_nanos(queue[0].header.stamp) <= after_ns:
                         queue.popleft()
-                return all(self._truth.values())
+                return all(self._truth[key] for key in streams)
 
         self._wait_for(ready, f"ground truth after t={after_ns * 1e-9:.3f}")
         with self._arrived:
-            js, objects = self._truth["joints"].popleft(), self._truth["objects"].popleft()
-        stamp_ns = stamp_nanos(js.header.stamp)
-        if (stamp_ns != stamp_nanos(objects.header.stamp)
+            samples = [self._truth[key].popleft() for key in streams]
+        stamp_ns = stamp_nanos(samples[0].header.stamp)
+        if (any(stamp_nanos(s.header.stamp) != stamp_ns for s in samples)
                 or abs(stamp_ns - after_ns - self._dt_ns) > 1000):
             raise LockstepError(f"ros evaluation: ground truth after t={after_ns * 1e-9:.3f} "
                                 "was lost (a later sample came first)")
+        js, objects = samples[0], samples[1]
         state = self.assembler.joints(js.name, js.position, js.velocity)
         state[C.OBS_OBJECT_POSES] = sensors.pose_array_values(objects)
-        return js.header.stamp, state
+        return js.header.stamp, state, samples[2].state if len(samples) > 2 else None
+
+    def _task_at(self, at_ns: int) -> dict:
+        """The task state stamped ``at_ns`` (a reset's t = 0 one); older ones are dropped."""
+        queue = self._truth["task"]
+
+        def ready() -> bool:
+            with self._arrived:
+                while queue and stamp_nanos(queue[0].header.stamp) < at_ns:
+                    queue.popleft()
+                return bool(queue)
+
+        self._wait_for(ready, f"task_state at t={at_ns * 1e-9:.3f}")
+        with self._arrived:
+            sample = queue.popleft()
+        if stamp_nanos(sample.header.stamp) != at_ns:
+            raise LockstepError(f"ros evaluation: task_state at t={at_ns * 1e-9:.3f} was lost")
+        return sample.state
 
     def _drain(self, end_ns: int, seen_ns: int) -> None:
         """Drop the unscored samples of the last run up to its end ``end_ns`` (``seen_ns``:
         the newest taken), so none is mistaken for one of the next episode's."""
-        pending = set(self._truth) if seen_ns < end_ns else set()
+        pending = set(self._streams) if seen_ns < end_ns else set()
 
         def ready() -> bool:
             with self._arrived:
@@ -231,10 +289,12 @@ class LockstepEvaluator:
         state[C.OBS_OBJECT_POSES] = sensors.pose_array_values(response.object_poses)
         return state
 
-    def _reset(self, seed: int) -> ResetSim.Response:
-        """Reset policy_node, then sim_node with ``seed`` (which publishes the t = 0 state)."""
+    def _reset(self, seed: int, world: str = "") -> ResetSim.Response:
+        """Reset policy_node, then sim_node with ``seed`` into ``world`` (a scene, task or
+        task/template; empty = the current one), which publishes the t = 0 state."""
         self._call(self.policy_client, Trigger.Request(), "policy_node reset")
-        return self._call(self.reset_client, ResetSim.Request(seed=seed), "sim/reset")
+        return self._call(self.reset_client, ResetSim.Request(seed=seed, scenario=world),
+                          f"sim/reset {world}".strip())
 
     def handshake(self, wait: float) -> bool:
         """One round of :func:`wait_ready`: reset, then True when the t = 0 ground truth
@@ -245,8 +305,8 @@ class LockstepEvaluator:
 
         def arrived() -> bool:
             with self._arrived:
-                return all(any(stamp_nanos(m.header.stamp) == at_ns for m in queue)
-                           for queue in self._truth.values())
+                return all(any(stamp_nanos(m.header.stamp) == at_ns for m in self._truth[key])
+                           for key in self._streams)
 
         try:
             self._wait_for(arrived, "handshake", timeout=wait)
@@ -283,44 +343,86 @@ class LockstepEvaluator:
             core.reset(spec.seed)
         return cores
 
+    def _apply_backend_perturbations(self, cores: Sequence[Any], t: float) -> None:
+        """After a reset at time ``t``: dynamics and lighting as the wrappers set them after
+        ``env.reset`` (:class:`~clawgym_ros.perturbations.wrappers.DynamicsWrapper`,
+        :class:`~clawgym_ros.perturbations.wrappers.LightingWrapper`)."""
+        for core in cores:
+            family = core.config.family
+            if family == C.FAMILY_DYNAMICS and core.enabled:
+                self._call(self.dynamics_client, dynamics_request(core.settings()),
+                           "sim/set_dynamics")
+            elif family == C.FAMILY_LIGHTING:
+                settings = core.update(t)
+                if settings is not None and core.enabled:
+                    self._call(self.lighting_client, lighting_request(settings),
+                               "sim/set_lighting")
+
     def run_episode(self, spec: EpisodeSpec) -> EpisodeResult:
-        """One lockstep episode of ``spec`` (``scene`` world).
+        """One lockstep episode of ``spec`` (the ``task`` or ``scene`` world).
 
         Raises:
             LockstepError: a node did not answer in time.
         """
         if scene_of(spec.task) != C.SCENE_TABLETOP:
             raise ClawgymError(f"ros evaluation: task {spec.task} is not an arm task of the "
-                               "tabletop scene that sim_node simulates here")
+                               "tabletop scene (gps_nav is not wired over ROS yet)")
+        world = resolve_world(spec.task, self.world)
+        task_world = world == WORLD_TASK
+        self._streams = ("joints", "objects") + (("task",) if task_world else ())
+        limit = episode_limit(spec.task, world, self.max_steps)
         cores = self._configure_perturbations(spec)
-        reset = self._reset(int(spec.seed))
+        reset = self._reset(int(spec.seed), world_name(spec, world))
+        self._apply_backend_perturbations(cores, time_seconds(reset.stamp))
+        lighting = [c for c in cores if c.config.family == C.FAMILY_LIGHTING]
         # The state at t=0 (no command awaited, no step).
         start = self._call(self.step_client, StepSim.Request(no_step=True, return_state=True),
                            "sim/step (initial state)")
-        tracker = LiftTracker()
-        scorer = EpisodeScorer(spec, CONTROL_DT, joint_limits(self.scene))
         t, stamp, state = time_seconds(reset.stamp), reset.stamp, self._state(start)
+        now_ns = stamp_nanos(stamp)
+        tracker = None
+        if task_world:
+            from clawgym_ros.tasks.registry import get_task
+
+            task = self._task_at(now_ns)
+            stages, reached = task["stages"], list(task["stages_reached"])
+            max_force = get_task(spec.task).max_contact_force
+        else:
+            tracker = LiftTracker()
+            stages, reached, max_force = tracker.stages, [], float("inf")
+        scorer = EpisodeScorer(spec, CONTROL_DT, joint_limits(self.scene), max_force)
         scorer.observe(t, state)
-        tracker.update(t, state)
+        if tracker is not None:
+            tracker.update(t, state)
+            reached = tracker.reached_names
         success = ended = False
         steps = 0
-        now_ns = stamp_nanos(stamp)
-        while not ended and steps < self.max_steps:
-            run = min(RUN_STEPS, self.max_steps - steps)
+        while not ended and steps < limit:
+            run = min(RUN_STEPS, limit - steps)
             what = f"sim/step x{run} from t={t:.3f} (waits for the policy's commands)"
             future = self._run(stamp, run)
             for _ in range(run):
+                for core in lighting:
+                    # The wrapper advances lighting before each step (the recorded parameters).
+                    core.update(t + CONTROL_DT)
                 # The states of this run, in order; after the end the run is only finished.
-                truth_stamp, state = self._next_truth(now_ns)
+                truth_stamp, state, task = self._next_truth(now_ns)
                 now_ns = stamp_nanos(truth_stamp)
                 t = time_seconds(truth_stamp)
                 steps += 1
                 self.steps_done += 1
-                if not scorer.observe(t, state):
+                force, collision = ((task["contact_force"], task["collision"]) if task
+                                    else (0.0, False))
+                if not scorer.observe(t, state, float(force), bool(collision)):
                     ended = True
                     break
-                tracker.update(t, state)
-                success = tracker.success(state)[0]
+                if task is not None:
+                    reached, success = list(task["stages_reached"]), bool(task["success"])
+                else:
+                    assert tracker is not None
+                    tracker.update(t, state)
+                    reached = tracker.reached_names
+                    success = tracker.success(state)[0]
                 if success:
                     ended = True
                     break
@@ -329,8 +431,7 @@ class LockstepEvaluator:
         # sim_node, so no command of this episode can arrive after the next reset.
         self._finish(self._run(stamp, 0), f"last command at t={time_seconds(stamp):.3f}")
         self._drain(stamp_nanos(stamp), now_ns)
-        return scorer.result(tracker.stages, tracker.reached_names, success,
-                             perturbation_values(cores))
+        return scorer.result(stages, reached, success, perturbation_values(cores))
 
     def run(self, specs: Sequence[EpisodeSpec],
             progress: Callable[[int, int, int], None] | None = None,
