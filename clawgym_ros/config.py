@@ -44,7 +44,11 @@ def check_range(
     allowed = f"{'(' if low_open else '['}{lo}, {hi}{')' if high_open else ']'}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(field, value, f"a number in {allowed}", source)
-    if not math.isfinite(value):
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:       # an integer beyond any float (10**400)
+        finite = False
+    if not finite:
         raise ConfigError(field, value, f"a finite number in {allowed}", source)
     if low is not None and (value < low or (low_open and value == low)):
         raise ConfigError(field, value, allowed, source)

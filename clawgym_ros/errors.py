@@ -20,7 +20,11 @@ def shorten(value: object, limit: int = MAX_ECHO_CHARS) -> str:
     return text
 
 
-def one_line(text: str, limit: int = 5 * MAX_ECHO_CHARS) -> str:
+def _cut(text: str, limit: int = MAX_ECHO_CHARS) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
+
+
+def one_line(text: str, limit: int = 10 * MAX_ECHO_CHARS) -> str:
     """A message as one line of at most about ``limit`` characters (newlines escaped)."""
     text = text.replace("\r", "\\r").replace("\n", "\\n")
     if len(text) > limit:
@@ -47,8 +51,9 @@ class ConfigError(ClawgymError, ValueError):
         self.value = value
         self.allowed = allowed
         self.source = source
-        where = f"{source}: " if source else ""
-        super().__init__(f"{where}{field}={shorten(value)} is invalid; allowed: {allowed}")
+        where = f"{_cut(str(source), 2 * MAX_ECHO_CHARS)}: " if source else ""
+        super().__init__(f"{where}{_cut(str(field))}={shorten(value)} is invalid; allowed: "
+                         f"{_cut(str(allowed), 4 * MAX_ECHO_CHARS)}")
 
     def __reduce__(self) -> tuple:
         # Rebuilt from its fields, so it crosses process boundaries (an evaluation worker's

@@ -80,27 +80,52 @@ def read_text(path: str | Path, what: str = "file", max_bytes: int = MAX_CONFIG_
                           f"UTF-8 text (is this a {what}?)", str(path)) from None
 
 
+def is_file(path: str | Path) -> bool:
+    """``Path.is_file`` for names from users: False, not an OSError, for a name too long for
+    the file system or one with a NUL byte."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def parse_yaml(text: str, source: str) -> Any:
-    """Parse YAML text safely: no aliases, at most :data:`MAX_DEPTH` levels of nesting.
+    """Parse YAML text safely: no aliases, at most :data:`MAX_DEPTH` levels of nesting, string
+    mapping keys, each once per mapping.
 
     Raises:
-        ConfigError: syntax error (with the line), an alias, too deep nesting; names ``source``.
+        ConfigError: syntax error (with the line), an alias, too deep nesting, a key that is not
+            a string or that repeats; names ``source``.
     """
     try:
-        depth = 0
-        # Events first (libyaml, fast): aliases and depth are refused before anything is built.
+        # Events first (libyaml, fast): aliases, depth and duplicate keys are refused before
+        # anything is built. Each open collection: [is a mapping, nodes seen, keys seen].
+        open_nodes: list[list] = []
         for event in yaml.parse(text, Loader=_LOADER):
             if isinstance(event, yaml.AliasEvent):
                 raise ConfigError("alias", f"*{event.anchor}", "no YAML aliases or anchors "
                                   f"(write the value out), {_line(event.start_mark)}", source)
+            if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                open_nodes.pop()
+                continue
+            if not isinstance(event, yaml.NodeEvent):
+                continue
+            if open_nodes and open_nodes[-1][0]:
+                top = open_nodes[-1]
+                if top[1] % 2 == 0 and isinstance(event, yaml.ScalarEvent):
+                    if event.value in top[2]:     # YAML keeps the last silently
+                        raise ConfigError("key", event.value, "each key once per mapping, "
+                                          f"{_line(event.start_mark)}", source)
+                    top[2].add(event.value)
+                top[1] += 1
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                if depth > MAX_DEPTH:
+                open_nodes.append([isinstance(event, yaml.MappingStartEvent), 0, set()])
+                if len(open_nodes) > MAX_DEPTH:
                     raise ConfigError("nesting", f"over {MAX_DEPTH} levels", f"at most "
                                       f"{MAX_DEPTH} levels, {_line(event.start_mark)}", source)
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
-        return yaml.load(text, Loader=_LOADER)  # noqa: S506 (a SafeLoader)
+        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 (a SafeLoader)
+        _check_keys(data, source)
+        return data
     except ConfigError:
         raise
     except yaml.YAMLError as err:
@@ -117,6 +142,22 @@ def parse_yaml(text: str, source: str) -> Any:
         # A value the constructors reject (an int of 5000 digits, a bad timestamp).
         raise ConfigError("yaml", type(err).__name__, f"valid YAML values ({err})",
                           source) from None
+
+
+def _check_keys(data: Any, source: str) -> None:
+    """Every mapping key is a string: YAML reads ``1:``, ``on:``, ``null:`` or ``[a]:`` keys as
+    other types, which configs never mean and consumers cannot sort or compare."""
+    stack = [(data, "")]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if not isinstance(key, str):
+                    raise ConfigError(f"{where or '(top level)'} key", key, "a string key "
+                                      "(quote it)", source)
+                stack.append((value, f"{where}.{key}" if where else key))
+        elif isinstance(node, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(node))
 
 
 def parse_json(text: str, source: str) -> Any:

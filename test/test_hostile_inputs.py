@@ -165,3 +165,55 @@ def test_cli_error_line_is_short_for_a_huge_value(tmp_path):
     result = clawgym("synth", "--mixture", str(mixture), "--episodes", "2", "--seed", "1",
                      "--out", str(tmp_path / "out"))
     assert_one_line_error(result, str(mixture), "chars")
+
+
+# --- found by test_fuzz_inputs.py ---------------------------------------------------------
+
+def test_non_string_yaml_keys_are_refused_naming_where():
+    with pytest.raises(ConfigError, match=r"f.yaml: loop.ranges key=1 .*string key"):
+        parse_yaml("loop:\n  ranges:\n    1: [0, 1]\n", "f.yaml")
+    with pytest.raises(ConfigError, match=r"\(top level\) key=True"):
+        parse_yaml("on: 1\n", "f.yaml")                  # YAML 1.1 reads `on` as true
+
+
+def test_numbers_beyond_floats_and_overlong_names_are_config_errors(tmp_path):
+    from clawgym_ros.config import check_range
+    from clawgym_ros.coordinator.graph import find_loop_config
+    from clawgym_ros.coordinator.runner import LoopError
+    from clawgym_ros.evaluation.suites import load_suite
+
+    with pytest.raises(ConfigError, match="a finite number"):
+        check_range("intensity", 10**400, 0.0, 1.0)
+    with pytest.raises(ConfigError, match="suite='yyyy"):
+        load_suite("y" * 5000)                           # ENAMETOOLONG, not an OSError
+    with pytest.raises(LoopError, match=r"\(5000 chars\)"):
+        find_loop_config("y" * 5000)
+
+
+def test_mixture_file_with_an_unknown_task_is_named(tmp_path):
+    from clawgym_ros.synthesis.mixture import load_mixture
+
+    path = tmp_path / "mix.yaml"
+    path.write_text("mixture:\n- {task: pick_plaice, weight: 1}\n")
+    with pytest.raises(ConfigError, match=r"mix.yaml: mixture\[0\].task='pick_plaice'"):
+        load_mixture(path)
+
+
+def test_loop_freeze_groups_must_be_a_list(tmp_path):
+    from clawgym_ros.coordinator.config import load_loop_config
+
+    text = (ROOT / "config" / "loop" / "gps_nav.yaml").read_text()
+    path = tmp_path / "loop.yaml"
+    path.write_text(text.replace("eval_suite: suites/", f"eval_suite: {ROOT}/config/loop/suites/")
+                    .replace("freeze_when_functional_met: [head]",
+                             "freeze_when_functional_met: 3"))
+    with pytest.raises(ConfigError, match="freeze_when_functional_met=3"):
+        load_loop_config(path)
+
+
+def test_duplicate_yaml_keys_are_refused(tmp_path):
+    path = tmp_path / "loop.yaml"
+    path.write_text("loop:\n  name: a\n  iterations: 3\n  iterations: 300\n")
+    with pytest.raises(ConfigError, match=r"loop.yaml: key='iterations'.*once.*line 4"):
+        load_yaml(path)
+    assert parse_yaml("- {x: 1}\n- {x: 2}\n", "f") == [{"x": 1}, {"x": 2}]

@@ -119,6 +119,10 @@ class LoopConfig:
         hardening_gain: closed loop: hardening share added per unit of deviation of the worst
             gap under an observation perturbation (sensor noise, GPS dropout); 0 = fixed.
         max_hardening_share: cap of the closed loop's hardening share.
+        recovery_gain: closed loop: share of each iteration's episodes synthesized as recovery
+            demonstrations from the last report's failure states, per unit of functional
+            shortfall (target minus nominal success); 0 = off. The open loop never does.
+        max_recovery_share: cap of that share.
         eval_mode: ``in_process`` or ``ros``.
         workers: synthesis / rollout worker processes (0 = one per core).
         record_images: ask synthesis for camera frames.
@@ -147,6 +151,8 @@ class LoopConfig:
     hardening_share: float = 0.0
     hardening_gain: float = 0.0
     max_hardening_share: float = 0.5
+    recovery_gain: float = 0.0
+    max_recovery_share: float = 0.5
     eval_mode: str = C.EVAL_MODES[0]
     workers: int = 0
     record_images: bool = False
@@ -169,6 +175,8 @@ class LoopConfig:
         check_range("hardening_share", self.hardening_share, 0.0, 1.0)
         check_range("hardening_gain", self.hardening_gain, 0.0, 100.0)
         check_range("max_hardening_share", self.max_hardening_share, self.hardening_share, 1.0)
+        check_range("recovery_gain", self.recovery_gain, 0.0, 100.0)
+        check_range("max_recovery_share", self.max_recovery_share, 0.0, 0.9)
         check_choice("eval_mode", self.eval_mode, C.EVAL_MODES)
         check_int("workers", self.workers, 0, 256)
         for name in ("warm_start", "accumulate", "record_images"):
@@ -183,6 +191,9 @@ class LoopConfig:
         self._check_mixture()
         self._check_ranges()
         self._check_targets()
+        if not isinstance(self.freeze_when_functional_met, (list, tuple)):
+            raise ConfigError("freeze_when_functional_met", self.freeze_when_functional_met,
+                              "a list of parameter groups")
         groups = tuple(self.freeze_when_functional_met)
         for i, group in enumerate(groups):
             check_choice(f"freeze_when_functional_met[{i}]", group,
@@ -317,6 +328,8 @@ def load_loop_config(path: str | Path, **overrides: Any) -> LoopConfig:
     if not isinstance(data, Mapping) or set(data) != {"loop"}:
         raise ConfigError("loop", data if not isinstance(data, Mapping) else sorted(data),
                           "a mapping with the single key 'loop'", str(path))
+    if not isinstance(data["loop"] or {}, Mapping):
+        raise ConfigError("loop", data["loop"], "a mapping of loop fields", str(path))
     fields = dict(data["loop"] or {})
     fields.update({k: v for k, v in overrides.items() if v is not None})
     cfg = loop_config_from_dict(fields, str(path), path.resolve().parent)

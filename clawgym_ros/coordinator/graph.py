@@ -19,6 +19,7 @@ from typing import Any
 
 from clawgym_ros import constants as C
 from clawgym_ros.coordinator.runner import FILE_STATUS, LoopError
+from clawgym_ros.errors import shorten
 from clawgym_ros.procs import ProcessGroup, domain_id_for, isolated_ros_env
 
 WORKER_NODES = (C.NODE_SYNTHESIS, C.NODE_TRAINER, C.NODE_EVALUATOR)
@@ -40,14 +41,16 @@ def find_loop_config(name_or_path: str) -> Path:
     Raises:
         LoopError: neither a file nor a known name (listing the known ones).
     """
+    from clawgym_ros.safe_load import is_file
+
     path = Path(name_or_path)
-    if path.is_file():
+    if is_file(path):
         return path
     candidate = config_dir() / "loop" / f"{name_or_path}.yaml"
-    if candidate.is_file():
+    if is_file(candidate):
         return candidate
     known = sorted(p.stem for p in (config_dir() / "loop").glob("*.yaml"))
-    raise LoopError(f"loop config {name_or_path!r} is neither a file nor one of: "
+    raise LoopError(f"loop config {shorten(name_or_path)} is neither a file nor one of: "
                     + ", ".join(known))
 
 

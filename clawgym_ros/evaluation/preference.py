@@ -128,21 +128,26 @@ def parse_judgments(text: str, source: str) -> list[Judgment]:
             out.append(_judgment(row, where))
         return out
     reader = csv.DictReader(io.StringIO(text))
-    header = reader.fieldnames or []
-    for col in header:
-        if col not in FIELDS:
-            raise ConfigError("column", col, "one of " + ", ".join(FIELDS), f"{source}: line 1")
-    for col in REQUIRED:
-        if col not in header:
-            raise ConfigError("column", col, f"present in the header (required; header is "
-                              f"{','.join(header)})", f"{source}: line 1")
-    out = []
-    for row in reader:
-        where = f"{source}: line {reader.line_num}"
-        if None in row:
-            raise ConfigError("row", ",".join(row[None]), f"at most {len(header)} fields",
-                              where)
-        out.append(_judgment({k: (v or "") for k, v in row.items()}, where))
+    try:
+        header = reader.fieldnames or []
+        for col in header:
+            if col not in FIELDS:
+                raise ConfigError("column", col, "one of " + ", ".join(FIELDS),
+                                  f"{source}: line 1")
+        for col in REQUIRED:
+            if col not in header:
+                raise ConfigError("column", col, f"present in the header (required; header is "
+                                  f"{','.join(header)})", f"{source}: line 1")
+        out = []
+        for row in reader:
+            where = f"{source}: line {reader.line_num}"
+            if None in row:
+                raise ConfigError("row", ",".join(row[None]), f"at most {len(header)} fields",
+                                  where)
+            out.append(_judgment({k: (v or "") for k, v in row.items()}, where))
+    except csv.Error as err:   # a NUL, a stray quote or carriage return
+        raise ConfigError("csv", f"line {reader.line_num}", f"valid CSV ({err})",
+                          source) from None
     if not out:
         raise ConfigError("rows", 0, "at least one judgment after the header", source)
     return out

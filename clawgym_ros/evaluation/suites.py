@@ -33,6 +33,7 @@ from clawgym_ros import constants as C
 from clawgym_ros.config import check_choice, check_int, check_range, load_yaml
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.evaluation.records import SEED_MAX
+from clawgym_ros.safe_load import is_file
 
 SUITE_KEYS = ("name", "description", "seed", "episodes_per_cell", "schedule", "max_steps",
               "tasks", "cells")
@@ -263,7 +264,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
     if path.suffix not in (".yaml", ".yml"):
         for folder in suite_dirs():
             candidate = folder / f"{name_or_path}.yaml"
-            if candidate.is_file():
+            if is_file(candidate):  # a name too long for a file is unknown, not an OSError
                 path = candidate
                 break
         else:

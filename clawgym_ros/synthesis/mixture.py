@@ -167,7 +167,10 @@ def load_mixture(path: str | Path) -> MixtureSpec:
     for i, entry in enumerate(data):
         if not isinstance(entry, Mapping):
             raise ConfigError(f"mixture[{i}]", entry, "a mapping of entry fields", source)
-    return MixtureSpec.from_entries(data, source)
+    spec = MixtureSpec.from_entries(data, source)
+    for i, cell in enumerate(spec.cells):   # named here, with the file, not at synthesis
+        check_choice(f"mixture[{i}].task", cell.task, C.TASKS, source)
+    return spec
 
 
 def allocate(weights: Sequence[float], total: int) -> list[int]:
