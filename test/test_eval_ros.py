@@ -123,8 +123,10 @@ def checkpoint(tmp_path_factory):
         mp.setattr(synthetic, "OBS_SPEC", PICK_PLACE_LAYOUT)
         dataset = synthetic.synthetic_dataset(ArtifactStore(root), rows=400, episode_len=40,
                                               groups=1)
+    # Chunks of 2: the policy reads an observation (place_goal from task_state, noisy
+    # joints and poses behind the interposer) every other step.
     assert main(["train", "--dataset", dataset.id, "--steps", "20", "--seed", "0", "--out",
-                 str(root), "--batch-size", "32"]) == 0
+                 str(root), "--batch-size", "32", "--chunk", "2"]) == 0
     store = ArtifactStore(root)
     from clawgym_ros import constants as C
 
@@ -224,3 +226,25 @@ def test_sim_node_refuses_an_unknown_task_or_template(params, named):
     code, lines = _node_exit("clawgym_ros.nodes.sim_node", ["--autostart", "--ros-args",
                                                             *params])
     assert code == 2 and len(lines) == 1 and named in lines[0], lines
+
+
+def test_ros_eval_of_a_checkpoint_the_world_cannot_feed_is_one_line(checkpoint, tmp_path,
+                                                                     capsys):
+    """`clawgym eval --mode ros` of a place_goal checkpoint on peg_insert: policy_node exits
+    2 at start and the evaluation ends at once with its line (exit 2), not after a timeout."""
+    pytest.importorskip("rclpy")
+    import time
+
+    from clawgym_ros.cli import main
+
+    root, ckpt = checkpoint
+    suite = tmp_path / "peg.yaml"
+    suite.write_text(TASK_SUITE.replace("pick_place", "peg_insert")
+                     .replace("[cube, stack]", "[round_peg]"))
+    start = time.monotonic()
+    code = main(["eval", "--checkpoint", ckpt[:12], "--suite", str(suite), "--seed", "1",
+                 "--out", str(root), "--mode", "ros", "--world", "task"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "policy_node exited with status 2" in err[0] and "'place_goal'" in err[0], err
+    assert time.monotonic() - start < 25

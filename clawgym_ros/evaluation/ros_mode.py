@@ -5,15 +5,20 @@ The ROS path runs the same Policy inside ``policy_node`` against live topics. Wi
 ``sim_node`` in lockstep the evaluator drives the clock (``sim/reset``, ``sim/step``) and the
 episode unfolds exactly as in-process:
 
-1. the evaluator configures the perturbation nodes of the spec's cell (seed =
+1. the evaluator configures the observation interposers of the spec's cell (seed =
    ``perturbation_seed``) and starts their episode with ``spec.seed`` (the ROS counterpart of
    ``env.reset(seed=...)``), calls ``policy_node/reset`` (``policy.reset()``), then
-   ``sim/reset(seed)``, and reads the state at t = 0 (``sim/step`` with ``no_step`` and
-   ``return_state``);
+   ``sim/reset(seed)`` with the episode's world in the ``scenario`` field (``<task>/<template>``
+   in the task world: sim_node resets the task env, :func:`world_name`), applies the cell's
+   dynamics / lighting through ``sim/set_dynamics`` / ``sim/set_lighting`` (where the wrappers
+   apply them, after the reset), and reads the state at t = 0 (``sim/step`` with ``no_step``
+   and ``return_state``; in the task world also the t = 0 ``task_state``);
 2. sim_node publishes every sensor the policy needs stamped with the new simulation time
-   (images only when the policy reads them); ``policy_node`` assembles the observation of that
-   stamp (:class:`StampedBuffer`; when interposers may drop samples it also listens to
-   ``/clock`` and holds a dropped stream's last value, as the Gymnasium wrappers do), calls
+   (images only when the policy reads them; ``task_state`` in a task world: stages, success,
+   contact force, collision and the task observation keys such as ``place_goal``);
+   ``policy_node`` assembles the observation of that stamp (:class:`StampedBuffer`; behind
+   gps_dropout it also listens to ``/clock`` and holds a dropped stream's last value, as the
+   Gymnasium wrappers do; sensor_noise_node holds dropped samples itself in lockstep), calls
    the policy and publishes one ``joint_trajectory`` (header stamp = the observation's; the
    gripper rides along as finger joints, so one message is the whole action);
 3. meanwhile the evaluator has already sent ``sim/step`` with ``wait_command``,
@@ -144,7 +149,8 @@ class EvaluatorNodeConfig:
     run_dir: str = _f(C.DEFAULT_RUN_DIR, "default run directory (a goal's run_dir wins)")
     step_timeout: float = _f(5.0, "ros mode: seconds to wait for an action or a state")
     max_steps: int = _f(0, "control steps per episode; 0 = the env's limit")
-    world: str = _f("auto", "in_process world: auto, task or scene (ros mode: scene)")
+    world: str = _f("auto", "world: auto, task or scene (both modes; ros mode: sim_node "
+                    "loads each episode's task world)")
     autostart: bool = _f(False, "configure and activate at start")
 
     def __post_init__(self) -> None:
@@ -296,8 +302,9 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
     if len(scenes) > 1:
         raise ConfigError("suite", sorted(scenes), "tasks of one scene per ros evaluation")
     families = needed_families(specs)
-    # Streams may miss a stamp only behind an observation interposer: then policy_node needs
-    # /clock to hold their last value; otherwise neither /clock nor the wait is needed.
+    # Streams may miss a stamp only behind gps_dropout (sensor_noise_node republishes held
+    # values in lockstep): then policy_node needs /clock to hold their last value; otherwise
+    # neither /clock nor the wait is needed.
     hold = any(f in families for f in CLOCK_HOLD_FAMILIES)
     sim_args = ["--autostart", "--ros-args", "-p", f"scenario:={scene}",
                 "-p", "clock_mode:=lockstep", "-p", f"publish_camera:={str(image).lower()}",

@@ -54,9 +54,33 @@ def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_s
 
     with _lockstep_graph(specs, policy, str(Path(run_dir).resolve()) if run_dir else "",
                          log_dir, "cli", needed_families(specs), timeout, max_steps,
-                         domain_id, max_chunk, world) as (_group, evaluator):
-        wait_ready(evaluator, timeout=max(30.0, timeout))
+                         domain_id, max_chunk, world) as (group, evaluator):
+        wait_ready(evaluator, timeout=max(30.0, timeout), check=lambda: check_children(group))
         return evaluator.run(specs, progress, cancel)
+
+
+def check_children(group: ProcessGroup) -> None:
+    """Raise when a node of the graph has exited, with the line it ended on (a node refusing
+    its parameters, e.g. policy_node given a checkpoint whose observation the world's topics
+    cannot give, exits 2 with one line naming why).
+
+    Raises:
+        LockstepError: a child is no longer running.
+    """
+    from clawgym_ros.ros_io.eval_lockstep import LockstepError
+
+    for name, proc in group.procs:
+        code = proc.poll()
+        if code is None:
+            continue
+        why = ""
+        if group.log_dir is not None and (group.log_dir / f"{name}.log").exists():
+            lines = [line.strip() for line in (group.log_dir / f"{name}.log").read_text(
+                encoding="utf-8", errors="replace").splitlines()]
+            # The node's own last line (rclpy's log lines start with '[').
+            why = next((line for line in reversed(lines) if line and line[0] != "["), "")
+        raise LockstepError(f"ros evaluation: {name} exited with status {code}"
+                            + (f": {why}" if why else ""))
 
 
 @contextlib.contextmanager

@@ -458,7 +458,8 @@ class LockstepEvaluator:
 HANDSHAKE_ROUND_S = 1.0
 
 
-def wait_ready(evaluator: LockstepEvaluator, timeout: float = 30.0) -> None:
+def wait_ready(evaluator: LockstepEvaluator, timeout: float = 30.0,
+               check: Callable[[], None] | None = None) -> None:
     """Wait until sim_node, policy_node and the interposers serve their services, then until
     the lockstep topics carry messages end to end.
 
@@ -468,18 +469,24 @@ def wait_ready(evaluator: LockstepEvaluator, timeout: float = 30.0) -> None:
     until both ground-truth samples reach this node *and* policy_node's command for t = 0
     reaches sim_node; each round waits :data:`HANDSHAKE_ROUND_S`.
 
+    ``check()`` is called between short waits (e.g. raising when a node of the graph exited:
+    a node refusing its parameters ends at once with one line naming why).
+
     Raises:
         LockstepError: a service is still missing, or the topics still lose the first
             messages, after ``timeout`` seconds.
     """
     deadline = time.monotonic() + timeout
     clients = [evaluator.reset_client, evaluator.step_client, evaluator.policy_client,
+               evaluator.lighting_client, evaluator.dynamics_client,
                *evaluator.perturbation_clients.values()]
     for client in clients:
-        left = max(deadline - time.monotonic(), 0.1)
-        if not client.wait_for_service(timeout_sec=left):
-            raise LockstepError(f"ros evaluation: {client.srv_name} did not come up within "
-                                f"{timeout:g} s")
+        while not client.wait_for_service(timeout_sec=0.25):
+            if check is not None:
+                check()
+            if time.monotonic() > deadline:
+                raise LockstepError(f"ros evaluation: {client.srv_name} did not come up "
+                                    f"within {timeout:g} s")
     while not evaluator.handshake(HANDSHAKE_ROUND_S):
         if time.monotonic() > deadline:
             raise LockstepError("ros evaluation: the first samples of joint_states_raw / "
