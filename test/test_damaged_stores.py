@@ -107,3 +107,14 @@ def test_cli_maps_an_os_error_raised_anywhere(monkeypatch, capsys, tmp_path):
     assert cli._run(args) == cli.EXIT_USER_ERROR
     err = capsys.readouterr().err.strip()
     assert err == f"clawgym report: error: No space left on device (ENOSPC): {tmp_path}/x.mcap"
+
+
+def test_a_damaged_loop_state_is_named_before_any_node_starts(tmp_path):
+    out = tmp_path / "run"
+    state = out / "loop" / "state.json"
+    state.parent.mkdir(parents=True)
+    for text in ('{"iteration": 1, "hist', '{"cells": 5}'):
+        state.write_text(text)
+        result = clawgym("loop", "--config", "pick_place", "--out", str(out), timeout=60)
+        assert_one_line_error(result, str(state))
+        assert not (out / "logs").exists()              # no node was started

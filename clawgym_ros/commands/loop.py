@@ -93,11 +93,36 @@ def run_loop_command(config: str, out: str, iterations: int | None = None,
     path = find_loop_config(config)
     cfg = load_loop_config(path, iterations=iterations, seed=seed, mode=mode)  # fail early
     out_dir = Path(out).resolve()
+    check_saved_state(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with LoopGraph(out_dir / "logs") as graph, StatusView(cfg.name) as view:
         graph.start_workers(out_dir)
         return graph.run_loop(path, out_dir, view, iterations=iterations, seed=seed, mode=mode,
                               server_timeout_s=server_timeout)
+
+
+def check_saved_state(out_dir: Path) -> None:
+    """A run to resume has a readable ``loop/state.json`` (checked before any node starts: the
+    coordinator node would otherwise die on it after the workers are up).
+
+    Raises:
+        ConfigError: the state file is damaged, naming it.
+    """
+    from clawgym_ros import constants as C
+    from clawgym_ros.coordinator.plan import LoopState
+    from clawgym_ros.errors import ConfigError
+    from clawgym_ros.safe_load import MAX_DATA_BYTES, load_json
+
+    path = out_dir / C.DIR_LOOP / C.FILE_LOOP_STATE
+    if not path.exists():
+        return
+    data = load_json(path, MAX_DATA_BYTES)
+    try:
+        LoopState.from_dict(data)
+    except (TypeError, ValueError, AttributeError) as err:
+        raise ConfigError("state", type(err).__name__, "the loop state this program writes "
+                          "(the file is damaged: remove it to start the loop again)",
+                          str(path)) from None
 
 
 def run(args: argparse.Namespace) -> int:
