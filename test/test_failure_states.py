@@ -172,3 +172,18 @@ def test_report_carries_states_and_frames(failed, tmp_path):
     assert "Where it failed" in html and "data:image/png;base64," in html
     # Re-rendering from the artifact gives the same page.
     assert rerender(tmp_path, art.id, tmp_path / "again.html").read_text() == html
+
+
+def test_failure_states_come_back_from_worker_processes():
+    """The pool sends records as JSON; their snapshots must travel beside them (the loop's
+    evaluator runs episodes in workers)."""
+    from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
+    from clawgym_ros.evaluation.workers import run_specs
+
+    # The scripted baseline lifts the object and stops: it fails at transport.
+    results = run_specs(PolicySource.parse("scripted:pick_place"), [_spec(0), _spec(1)], 2,
+                        RolloutOptions(world="task"))
+    for result in results:
+        assert not result.success and result.failed_stage == "transport"
+        assert [fs.kind for fs in result.failure_states][-1] in (F.KIND_STALL, F.KIND_END)
+        assert all(fs.state is not None and fs.state.size > 0 for fs in result.failure_states)

@@ -153,6 +153,8 @@ class RolloutOptions:
             also given as ``image``, the key image policies read).
         image_size: square image size in pixels.
         rate_hz: sampling rate of the recorded series.
+        failure_states: keep restorable snapshots of where failed episodes failed (task
+            world; :mod:`~clawgym_ros.evaluation.failure_states`).
     """
 
     world: str = WORLD_AUTO
@@ -160,6 +162,7 @@ class RolloutOptions:
     cameras: tuple[str, ...] = ()
     image_size: int = 84
     rate_hz: float = 20.0
+    failure_states: bool = True
 
     def __post_init__(self) -> None:
         check_choice("world", self.world, WORLDS)
@@ -452,6 +455,12 @@ class Runner:
             tracker.update(backend.time, state)
         reached = list(info.get("stages_reached", ())) if tracker is None \
             else tracker.reached_names
+        watch = None
+        if tracker is None and self.options.failure_states:
+            from clawgym_ros.evaluation.failure_states import FailureWatch
+
+            watch = FailureWatch(spec, backend, stages)
+            watch.observe(state, reached)
         success = False
         policy_s = 0.0
         self.actions = []
@@ -478,11 +487,16 @@ class Runner:
             else:
                 reached = list(info.get("stages_reached", reached))
                 success = bool(info.get("success", terminated))
+            if watch is not None:
+                watch.observe(state, reached)
             if success:
                 break
         self.timing = EpisodeTiming(steps, time.perf_counter() - t_start, policy_s)
-        return scorer.result(stages, reached, success, perturbation_values(perturbations),
-                             skill_calls_of(self.policy, spec.task))
+        result = scorer.result(stages, reached, success, perturbation_values(perturbations),
+                               skill_calls_of(self.policy, spec.task))
+        if watch is not None:
+            result = dataclasses.replace(result, failure_states=watch.finish(success))
+        return result
 
     def close(self) -> None:
         """Close the cached envs."""

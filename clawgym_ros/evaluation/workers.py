@@ -18,6 +18,7 @@ starts fresh processes for the next one.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import multiprocessing
 import os
 import threading
@@ -102,8 +103,17 @@ def _runner(source: PolicySource, options: RolloutOptions) -> Runner:
     return _RUNNER[1]
 
 
-def _run(source: PolicySource, options: RolloutOptions, spec: EpisodeSpec) -> dict[str, Any]:
-    return _runner(source, options).run(spec).to_dict()
+def _run(source: PolicySource, options: RolloutOptions, spec: EpisodeSpec
+         ) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    # The record travels as its JSON form; its failure states (numpy snapshots, not part of
+    # that form) beside it.
+    result = _runner(source, options).run(spec)
+    return result.to_dict(), result.failure_states
+
+
+def _result(payload: tuple[dict[str, Any], tuple[Any, ...]]) -> EpisodeResult:
+    data, failure_states = payload
+    return dataclasses.replace(EpisodeResult.from_dict(data), failure_states=failure_states)
 
 
 def start_method() -> str:
@@ -163,7 +173,7 @@ class WorkerPool:
                 done, pending = cf.wait(pending, timeout=POLL_S,
                                         return_when=cf.FIRST_COMPLETED)
                 for future in done:
-                    tracker.note(EpisodeResult.from_dict(future.result()))
+                    tracker.note(_result(future.result()))
                 if self._executor is not executor:
                     # close() from another thread (evaluator_node cleaned up mid-goal): the
                     # executor's shutdown may leave queued futures pending for good.
