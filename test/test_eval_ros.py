@@ -248,3 +248,17 @@ def test_ros_eval_of_a_checkpoint_the_world_cannot_feed_is_one_line(checkpoint, 
     assert code == 2 and len(err) == 1, err
     assert "policy_node exited with status 2" in err[0] and "'place_goal'" in err[0], err
     assert time.monotonic() - start < 25
+
+
+def test_ros_mode_refuses_gps_nav_before_starting_anything(tmp_path):
+    pytest.importorskip("rclpy")
+    from clawgym_ros.errors import ConfigError
+    from clawgym_ros.evaluation.suites import expand, parse_suite
+    from clawgym_ros.ros_io.eval_graph import run_ros_graph
+
+    suite = parse_suite({"name": "nav", "seed": 0, "episodes_per_cell": 1,
+                         "tasks": [{"task": "gps_nav", "templates": ["square_route"]}],
+                         "cells": {"nominal": True}}, "nav")
+    with pytest.raises(ConfigError, match="gps_nav runs in_process only"):
+        run_ros_graph(expand(suite), POLICY, "", 10, log_dir=tmp_path / "logs", world="task")
+    assert not (tmp_path / "logs").exists()

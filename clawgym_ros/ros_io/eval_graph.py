@@ -96,10 +96,16 @@ def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log
     from clawgym_ros.ros_io.eval_lockstep import LockstepEvaluator
     from clawgym_ros.ros_io.lean_executor import executor_for
 
-    # Resolved before anything starts: a world a task cannot run in fails here, as in-process.
+    # Checked before anything starts: a world a task cannot run in fails here, as in-process;
+    # the outdoor task is not wired over ROS (see docs/notes/evaluation_rollout.md).
     start_world = resolve_world(specs[0].task, world) if specs else "scene"
     for spec in specs:
         resolve_world(spec.task, world)
+        if spec.task == C.TASK_GPS_NAV:
+            from clawgym_ros.errors import ConfigError
+
+            raise ConfigError("suite task", spec.task, "an arm task in ros mode (pick_place, "
+                              "peg_insert, pill_handover; gps_nav runs in_process only)")
     domain = domain_id if domain_id is not None else domain_id_for()
     env = isolated_ros_env(domain)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
