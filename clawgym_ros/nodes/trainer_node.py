@@ -27,6 +27,7 @@ from clawgym_interfaces.msg import GroupWeight
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_int, check_range
 from clawgym_ros.ros_io.action_node import ActionLifecycleNode, spin_action_node
+from clawgym_ros.training.config import DEFAULT_BATCH_SIZE, DEFAULT_LR
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,8 +37,9 @@ class TrainerNodeOptions:
     run_dir: str = dataclasses.field(
         default=os.environ.get(C.ENV_RUN_DIR, C.DEFAULT_RUN_DIR),
         metadata={"help": "run directory used when a goal's run_dir is empty"})
-    batch_size: int = dataclasses.field(default=256, metadata={"help": "samples per step"})
-    lr: float = dataclasses.field(default=1e-3, metadata={"help": "learning rate"})
+    batch_size: int = dataclasses.field(default=DEFAULT_BATCH_SIZE,
+                                        metadata={"help": "samples per step"})
+    lr: float = dataclasses.field(default=DEFAULT_LR, metadata={"help": "learning rate"})
     log_interval: int = dataclasses.field(
         default=50, metadata={"help": "steps between feedback messages and log entries"})
     val_interval: int = dataclasses.field(default=200, metadata={"help": "steps between val"})

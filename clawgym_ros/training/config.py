@@ -44,6 +44,14 @@ FEATURE_NAMES: tuple[str, ...] = ("object_rel_tool", "goal_rel_tool", "goal_rel_
                                   "object_yaw")
 DEFAULT_FEATURES: tuple[str, ...] = FEATURE_NAMES
 
+#: AdamW learning rate of the default recipe. pick_place, 295 cube/cylinder demonstrations,
+#: 12,000 cosine steps, 60 held-out nominal episodes: 1e-3 15/60, 3e-3 48/60 (seed 1: 51/60),
+#: 1e-2 51/60, 3e-2 0/60 (diverges); at 4,000 steps 3e-3 42/60, 1e-2 32/60
+#: (docs/notes/training.md, session 4).
+DEFAULT_LR = 3e-3
+#: Samples per optimizer step of the default recipe.
+DEFAULT_BATCH_SIZE = 256
+
 #: Learning-rate schedules.
 LR_CONSTANT = "constant"
 LR_COSINE = "cosine"
@@ -62,8 +70,9 @@ class TrainConfig:
     """Behaviour-cloning run settings (validated on construction)."""
 
     steps: int = dataclasses.field(default=2000, metadata=_help("optimizer steps"))
-    batch_size: int = dataclasses.field(default=256, metadata=_help("samples per step"))
-    lr: float = dataclasses.field(default=1e-3, metadata=_help("AdamW learning rate"))
+    batch_size: int = dataclasses.field(default=DEFAULT_BATCH_SIZE,
+                                        metadata=_help("samples per step"))
+    lr: float = dataclasses.field(default=DEFAULT_LR, metadata=_help("AdamW learning rate"))
     lr_schedule: str = dataclasses.field(
         default=LR_COSINE, metadata=_help("cosine: lr decays to 0 over the run's steps; "
                                           "constant"))
