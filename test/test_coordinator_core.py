@@ -341,3 +341,35 @@ def test_final_suite_yaml_keeps_the_cells_with_more_episodes(tmp_path):
     bad.write_text("name: x\nepisodes_per_cell: 2\n")
     with pytest.raises(ConfigError):
         final_suite_yaml(bad, 5)
+
+
+def test_recovery_episodes_follow_the_functional_shortfall_in_the_closed_loop_only():
+    weak = SyntheticModel(nominal=0.5, drop={"lighting": 0.0}, held_out_factor=1.0)
+    report = cube_report(weak, ("lighting",))
+    nominal = report["aggregated"]["robustness"]["nominal"]["value"]
+    # Failure states as an in-process evaluation lists them per failed episode.
+    for e in report["per_episode"]:
+        if not e["success"]:
+            e["failure_states"] = [{"name": f"ep{e['index']:05d}_stall"}]
+    cfg = make_cfg(recovery_gain=1.0, max_recovery_share=0.6,
+                   targets={"functional": 0.9, "robustness": 0.95})
+    plan = next_plan(after_first(cfg), report, cfg)
+    expected = round(min(0.6, 0.9 - nominal) * 30)
+    assert plan.recovery_episodes == expected > 0
+    assert plan.episodes + plan.recovery_episodes == 30          # the same budget
+    assert plan.recovery_report == "r" * 64 and "recover" in plan.seeds
+    assert plan.decision["recovery_episodes"] == expected
+    assert any(r.startswith(f"recovery episodes {expected} of 30") for r in
+               plan.decision["reasons"])
+    # The open loop never uses it; without failure states or without gain there is none.
+    opened = dataclasses.replace(cfg, mode=MODE_OPEN)
+    assert next_plan(after_first(opened), report, opened).recovery_episodes == 0
+    for e in report["per_episode"]:
+        e.pop("failure_states", None)
+    plan = next_plan(after_first(cfg), report, cfg)
+    assert plan.recovery_episodes == 0 and plan.episodes == 30
+    assert any("no failure states" in r for r in plan.decision["reasons"])
+    assert "recovery_episodes" not in next_plan(after_first(make_cfg()), report,
+                                                make_cfg()).decision
+    with pytest.raises(ConfigError, match="max_recovery_share"):
+        make_cfg(max_recovery_share=0.95)

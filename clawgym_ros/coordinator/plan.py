@@ -144,7 +144,10 @@ class Plan:
         hardening_share: share of each training batch with perturbed observations.
         hardening_intensity: sensor-noise intensity those rows draw up to: the top of the
             sensor-noise range (ADR-moved in the closed loop), else the trainer's default.
-        seeds: ``{"synthesize", "train", "evaluate"}``.
+        seeds: ``{"synthesize", "train", "evaluate"}`` (+ ``"recover"`` with recovery).
+        recovery_episodes: of the iteration's episodes, how many are recovery demonstrations
+            from ``recovery_report``'s failure states (``episodes`` are the ordinary ones).
+        recovery_report: the report whose failure states seed them.
         decision: the record appended to decisions.jsonl (reasons and what drove them).
     """
 
@@ -162,6 +165,8 @@ class Plan:
     hardening_intensity: float
     seeds: dict
     decision: dict
+    recovery_episodes: int = 0
+    recovery_report: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -240,6 +245,29 @@ def _gap_ref(gap: Mapping[str, Any]) -> dict[str, Any]:
 def _largest_deviation(refs: Sequence[Mapping[str, Any]]) -> float:
     """The largest non-negative ``deviation`` of gap references (0 without any)."""
     return max((max(float(r["deviation"]), 0.0) for r in refs), default=0.0)
+
+
+def recovery_episodes(report: Mapping[str, Any], cfg: Any) -> tuple[int, str]:
+    """How many of the next iteration's episodes restart the expert from the report's
+    failure states (training templates only): ``min(max_recovery_share, recovery_gain x
+    shortfall)`` of ``episodes_per_iteration``, the shortfall being the functional target
+    minus nominal success. Returns (count, the reason for decisions.jsonl)."""
+    states = sum(len(e.get("failure_states", ())) for e in report.get("per_episode", ())
+                 if e.get("split") == C.SPLIT_TRAIN)
+    nominal = nominal_success(report)
+    target = cfg.targets.get(C.DIM_FUNCTIONAL, 1.0)
+    if not states:
+        return 0, "recovery: none (the report has no failure states on training templates)"
+    if nominal is None:
+        return 0, "recovery: none (no nominal success measured)"
+    shortfall = max(0.0, float(target) - nominal)
+    share = round(min(cfg.max_recovery_share, cfg.recovery_gain * shortfall), _ROUND)
+    count = min(int(round(share * cfg.episodes_per_iteration)),
+                cfg.episodes_per_iteration - 1)
+    return count, (f"recovery episodes {count} of {cfg.episodes_per_iteration} = "
+                   f"min({cfg.max_recovery_share:g}, {cfg.recovery_gain:g} x shortfall "
+                   f"{shortfall:.3f}) (functional target {float(target):g}, nominal success "
+                   f"{nominal:.3f}; {states} failure states)")
 
 
 def nominal_success(report: Mapping[str, Any]) -> float | None:
@@ -471,9 +499,17 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
             reasons.append(f"hardening share {hardening:g} = min({cfg.max_hardening_share:g}, "
                            f"{cfg.hardening_share:g} + {cfg.hardening_gain:g} x {dev:g}) ({why})")
 
+    recovery, recovery_report = 0, ""
+    if closed and report is not None and cfg.recovery_gain > 0:
+        recovery, why = recovery_episodes(report, cfg)
+        reasons.append(why)
+        if recovery:
+            recovery_report = state.history[-1]["report_id"]
     seeds = {"synthesize": derive_seed(cfg.seed, PHASE_SYNTHESIZE, iteration),
              "train": derive_seed(cfg.seed, PHASE_TRAIN, iteration),
              "evaluate": derive_seed(cfg.seed, PHASE_EVALUATE, 0)}
+    if recovery:
+        seeds["recover"] = derive_seed(cfg.seed, "recover", iteration)
     mixture = _mixture(state.cells, weights, ranges, cfg)
     intensity = float(ranges[C.FAMILY_SENSOR_NOISE][1]) if C.FAMILY_SENSOR_NOISE in ranges \
         else C.DEFAULT_HARDENING_INTENSITY
@@ -488,9 +524,12 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
         "weights": weights, "ranges": {f: list(r) for f, r in ranges.items()},
         "group_weights": group_weights, "frozen_groups": list(frozen),
         "hardening_share": hardening, "hardening_intensity": intensity,
+        **({"recovery_episodes": recovery, "recovery_report": recovery_report}
+           if recovery else {}),
     }
     return Plan(iteration=iteration, stop=stop, stop_reason=stop_reason, weights=weights,
-                ranges=ranges, mixture=mixture, episodes=cfg.episodes_per_iteration,
+                ranges=ranges, mixture=mixture, episodes=cfg.episodes_per_iteration - recovery,
+                recovery_episodes=recovery, recovery_report=recovery_report,
                 train_steps=cfg.train_steps, group_weights=group_weights,
                 frozen_groups=frozen, hardening_share=hardening,
                 hardening_intensity=intensity, seeds=seeds,

@@ -61,6 +61,8 @@ class SynthesizeGoal:
     workers: int
     record_images: bool
     run_dir: str
+    #: recovery demonstrations from this report's failure states (the mixture is ignored)
+    from_report: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,6 +228,8 @@ class LoopRunner:
         plan = cur["plan"]
         if not cur.get("dataset_id"):
             return self._synthesize(state, cur, plan)
+        if plan.get("recovery_episodes") and not cur.get("recovery_dataset_id"):
+            return self._synthesize_recovery(state, cur, plan)
         if not cur.get("checkpoint_id"):
             return self._train(state, cur, plan)
         return self._evaluate(state, cur, plan)
@@ -270,9 +274,27 @@ class LoopRunner:
         self.save(state, f"iteration {state.iteration}: dataset {dataset_id[:12]}")
         return state
 
+    def _synthesize_recovery(self, state: LoopState, cur: dict, plan: dict) -> LoopState:
+        """Recovery demonstrations from the last report's failure states; they count in the
+        iteration's episode budget like ordinary ones."""
+        goal = SynthesizeGoal(mixture=(), episodes=plan["recovery_episodes"],
+                              seed=plan["seeds"]["recover"], workers=self.cfg.workers,
+                              record_images=False, run_dir=str(self.run_dir),
+                              from_report=plan["recovery_report"])
+        state = self._start(state, PHASE_SYNTHESIZE, goal)
+        dataset_id = find_recovery_dataset(self.store, goal) or \
+            self.executor.synthesize(goal, self._progress(state, PHASE_SYNTHESIZE))
+        state = dataclasses.replace(
+            state, episodes_used=state.episodes_used + goal.episodes,
+            iterations=self._replace_current(state, recovery_dataset_id=dataset_id))
+        self.save(state, f"iteration {state.iteration}: recovery dataset {dataset_id[:12]}")
+        return state
+
     def _train(self, state: LoopState, cur: dict, plan: dict) -> LoopState:
-        datasets = [it["dataset_id"] for it in state.iterations] if self.cfg.accumulate \
-            else [cur["dataset_id"]]
+        datasets = [d for it in state.iterations
+                    for d in (it["dataset_id"], it.get("recovery_dataset_id")) if d] \
+            if self.cfg.accumulate else \
+            [d for d in (cur["dataset_id"], cur.get("recovery_dataset_id")) if d]
         previous = state.iterations[-2]["checkpoint_id"] if len(state.iterations) > 1 else ""
         groups = dataset_groups(self.store, datasets)
         goal = TrainGoal(
@@ -399,6 +421,20 @@ def find_dataset(store: ArtifactStore, goal: SynthesizeGoal) -> str | None:
         options = {"images": True} if goal.record_images else {}
         if all(gen.get(k) == v for k, v in want.items()) and gen.get("options",
                                                                        options) == options:
+            return path.name
+    return None
+
+
+def find_recovery_dataset(store: ArtifactStore, goal: SynthesizeGoal) -> str | None:
+    """A recovery dataset made from the same report with the same seed and episodes."""
+    report = store.resolve(goal.from_report, C.KIND_REPORT).id
+    folder = store.root / C.KIND_DATASET
+    for path in sorted(folder.iterdir()) if folder.is_dir() else ():
+        if not (path / C.FILE_MANIFEST).is_file():
+            continue
+        gen = (_manifest_json(path / C.FILE_DATASET_INFO) or {}).get("generation") or {}
+        if (gen.get("from_report") == report and gen.get("seed") == goal.seed
+                and gen.get("episodes") == goal.episodes):
             return path.name
     return None
 

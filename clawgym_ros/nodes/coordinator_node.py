@@ -118,7 +118,8 @@ class ActionExecutor:
             mixture=[MixtureEntry(**MixtureCell.from_fields(e).to_msg_fields())
                      for e in goal.mixture],
             episodes=goal.episodes, seed=goal.seed, workers=goal.workers,
-            record_images=goal.record_images, run_dir=goal.run_dir)
+            record_images=goal.record_images, run_dir=goal.run_dir,
+            from_report=goal.from_report)
 
         def feedback(fb) -> None:
             f = fb.feedback

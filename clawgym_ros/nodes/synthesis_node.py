@@ -98,7 +98,6 @@ class SynthesisNode(ActionLifecycleNode):
         from clawgym_ros.tasks.synth import synthesize
 
         assert self.options is not None
-        request = goal_request(goal_handle.request, self.options)
 
         def feedback(progress: Any) -> None:
             goal_handle.publish_feedback(Synthesize.Feedback(
@@ -109,6 +108,17 @@ class SynthesisNode(ActionLifecycleNode):
         def cancelled() -> bool:
             return self._stop.is_set() or goal_handle.is_cancel_requested
 
+        if goal_handle.request.from_report:
+            from clawgym_ros.tasks.synth import synthesize_recovery
+
+            req = goal_handle.request
+            out = req.run_dir or self.options.run_dir
+            self.get_logger().info(f"synthesizing {req.episodes} recovery episodes from "
+                                   f"report {req.from_report[:12]}, seed {req.seed}, into {out}")
+            return synthesize_recovery(out, req.from_report, int(req.episodes), int(req.seed),
+                                       int(req.workers) or self.options.default_workers,
+                                       progress=feedback, cancel=cancelled)
+        request = goal_request(goal_handle.request, self.options)
         self.get_logger().info(f"synthesizing {request.episodes} episodes, seed "
                                f"{request.seed}, into {request.out}")
         return synthesize(request, progress=feedback, cancel=cancelled)
