@@ -67,8 +67,10 @@ def test_kept_pool_serves_several_policies_and_survives_a_dead_worker(specs):
             assert [r.to_dict() for r in kept] == [
                 r.to_dict() for r in run_specs(source, specs[:6], 1, SCENE)]
         # A worker's own error reaches the caller as itself; the pool stays up.
-        with pytest.raises(ConfigError, match="policy option bogus"):
-            pool.run(PolicySource.parse("scripted:pick_place:bogus=1"), specs[:2], SCENE)
+        # (built directly: PolicySource.parse refuses the unknown option before any worker)
+        bogus = PolicySource("scripted", "pick_place", options=(("bogus", 1.0),))
+        with pytest.raises(ConfigError, match="bogus"):
+            pool.run(bogus, specs[:2], SCENE)
         assert pool.started
         os.kill(next(iter(pool._executor._processes)), signal.SIGKILL)
         with pytest.raises(WorkerPoolError, match="worker process died"):

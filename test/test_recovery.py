@@ -57,7 +57,7 @@ def test_recovery_episodes_finish_the_task_and_pass_the_dual_signoff(run_dir):
     out, report, _ = run_dir
     plan = plan_recovery(out, report[:12], 0, seed=5)
     assert [s.options["recover_from"]["name"] for s in plan.specs] == [
-        "ep00003_stall", "ep00004_stall", "ep00003_stage", "ep00004_stage"]
+        "ep00003_stage", "ep00004_stage", "ep00003_stall", "ep00004_stall"]
     signoff = signoff_for(["pick_place"])
     for spec in plan.specs[:2]:
         rec = generate_any(spec)

@@ -27,7 +27,7 @@ import numpy as np
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.evaluation.failure_states import (
-    KIND_STAGE,
+    KINDS,
     FailureState,
     FailureStateError,
     decode,
@@ -107,16 +107,18 @@ def recovery_specs(report_id: str, states: Sequence[FailureState], episodes: int
                    options: Mapping[str, Any] | None = None) -> list[EpisodeSpec]:
     """Synthesis specs, one per snapshot in turn (``episodes`` of them; 0 = one each).
 
-    The stall/end snapshots (where the policy got stuck) come first, then the stage-entry
-    ones; episode ``i`` gets seed ``episode_seed(seed, i)`` and the evaluated episode's cell
-    (template, perturbation family and intensity).
+    Stage-entry snapshots come first (states the policy reached on its way, before it went
+    astray: measured in the demo loop, the expert finished 10 of 17 of them, 2 of 33 episode
+    ends), then stall, then end snapshots; episode ``i`` gets seed ``episode_seed(seed, i)``
+    and the evaluated episode's cell (template, perturbation family and intensity).
 
     Raises:
         ConfigError: ``episodes`` < 0, or no snapshots.
     """
     if episodes < 0:
         raise ConfigError("episodes", episodes, "0 (one per failure state) or more")
-    ordered = sorted(states, key=lambda fs: (fs.kind == KIND_STAGE, fs.episode, fs.kind))
+    rank = {kind: i for i, kind in enumerate(KINDS)}       # stage, stall, end
+    ordered = sorted(states, key=lambda fs: (rank[fs.kind], fs.episode))
     if not ordered:
         raise ConfigError("failure states", 0, "at least one")
     n = episodes or len(ordered)
