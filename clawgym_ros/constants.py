@@ -250,6 +250,10 @@ FILE_DECISIONS = "decisions.jsonl"
 FILE_REPORT_JSON = "report.json"
 FILE_REPORT_HTML = "report.html"
 FILE_FAILURE_STATES = "failure_states.safetensors"
+#: ROS-mode evaluation: seconds to wait for any single answer of the lockstep graph (a reset,
+#: a step, a sample). 30 s: a graph that hangs is still caught, while a node starved by a
+#: loaded 2-core machine (10 s was measured to run out under a parallel test suite) is not.
+ROS_ANSWER_TIMEOUT_S = 30.0
 DIR_FAILURE_FRAMES = "failure_frames"
 DIR_PREFERENCES = "preferences"
 FILE_JUDGMENTS = "judgments.jsonl"

@@ -41,7 +41,8 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
                    options: RolloutOptions | None = None,
                    progress: Callable[[int, int, int], None] | None = None,
                    cancel: threading.Event | None = None,
-                   ros_timeout: float = 10.0, pool: WorkerPool | None = None) -> EvalOutcome:
+                   ros_timeout: float = C.ROS_ANSWER_TIMEOUT_S,
+                   pool: WorkerPool | None = None) -> EvalOutcome:
     """Run ``cfg``'s suite with the policy and commit the report into ``run_dir``'s store.
 
     ``pool``: worker processes to run in_process episodes on (kept open; default: a pool of

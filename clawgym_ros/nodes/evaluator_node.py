@@ -59,7 +59,8 @@ class EvaluatorNodeOptions:
     max_steps: int = dataclasses.field(
         default=0, metadata={"help": "control steps per episode (0 = the env's limit)"})
     ros_timeout_s: float = dataclasses.field(
-        default=10.0, metadata={"help": "ros mode: seconds to wait for any single answer"})
+        default=C.ROS_ANSWER_TIMEOUT_S,
+        metadata={"help": "ros mode: seconds to wait for any single answer"})
     autostart: bool = dataclasses.field(
         default=False, metadata={"help": "configure and activate at start-up"})
 

@@ -26,7 +26,7 @@ from clawgym_ros.procs import ProcessGroup, domain_id_for, isolated_ros_env
 
 
 def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_steps: int,
-                  timeout: float = 10.0, log_dir: str | Path | None = None,
+                  timeout: float = C.ROS_ANSWER_TIMEOUT_S, log_dir: str | Path | None = None,
                   progress: Callable[[int, int, int], None] | None = None,
                   cancel: threading.Event | None = None,
                   domain_id: int | None = None,
@@ -55,7 +55,7 @@ def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_s
     with _lockstep_graph(specs, policy, str(Path(run_dir).resolve()) if run_dir else "",
                          log_dir, "cli", needed_families(specs), timeout, max_steps,
                          domain_id, max_chunk, world) as (group, evaluator):
-        wait_ready(evaluator, timeout=max(30.0, timeout), check=lambda: check_children(group))
+        wait_ready(evaluator, timeout=max(60.0, timeout), check=lambda: check_children(group))
         return evaluator.run(specs, progress, cancel)
 
 
@@ -138,7 +138,8 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def measure_lockstep(specs: Sequence[EpisodeSpec], policy: str, max_steps: int,
-                     timeout: float = 10.0, max_chunk: int | None = None) -> dict[str, Any]:
+                     timeout: float = C.ROS_ANSWER_TIMEOUT_S, max_chunk: int | None = None
+                     ) -> dict[str, Any]:
     """Control steps/s of the lockstep graph (``clawgym bench eval``).
 
     Starts the graph like :func:`run_ros_graph`, runs ``specs[0]`` as a warm-up (discovery,
@@ -159,7 +160,7 @@ def measure_lockstep(specs: Sequence[EpisodeSpec], policy: str, max_steps: int,
     logs = tempfile.mkdtemp(prefix="clawgym_bench_eval_")
     with _lockstep_graph(specs, policy, "", logs, "bench", (), timeout,
                          max_steps, max_chunk=max_chunk) as (group, evaluator):
-        wait_ready(evaluator)
+        wait_ready(evaluator, timeout=max(60.0, timeout))
         evaluator.run(specs[:1])
         cpu0 = {name: _cpu_seconds(p.pid) for name, p in group.procs}
         own0 = time.process_time()
