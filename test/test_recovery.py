@@ -95,6 +95,15 @@ def test_same_seed_same_dataset_any_worker_count_with_lineage(run_dir):
     assert manifest["parents"] == [report]
     episode = sorted((two.path / "episodes").glob("*.mcap"))[0]
     assert read_episode(episode, images=False).origin["report"] == report
+    # A resumed loop finds the recovery dataset its goal already made.
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.coordinator.runner import SynthesizeGoal, find_recovery_dataset
+
+    goal = SynthesizeGoal(mixture=(), episodes=2, seed=9, workers=1, record_images=False,
+                          run_dir=str(out), from_report=report[:12])
+    assert find_recovery_dataset(ArtifactStore(out), goal) == one.id
+    assert find_recovery_dataset(ArtifactStore(out),
+                                 dataclasses.replace(goal, seed=10)) is None
 
 
 def test_bad_input_is_refused_by_name_before_anything_runs(run_dir, tmp_path):
