@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import time
 
 import numpy as np
 import pytest
@@ -118,3 +119,38 @@ def test_a_damaged_loop_state_is_named_before_any_node_starts(tmp_path):
         result = clawgym("loop", "--config", "pick_place", "--out", str(out), timeout=60)
         assert_one_line_error(result, str(state))
         assert not (out / "logs").exists()              # no node was started
+
+
+def test_judgments_beyond_the_fit_limits_are_refused_before_the_store(tmp_path):
+    """100k judgments of 3000 items took 5 GB and minutes (a dense judgments x items matrix);
+    the fit now accumulates pairs, and items / judgments are capped by name."""
+    from clawgym_ros.evaluation.preference import (
+        MAX_ITEMS,
+        MAX_JUDGMENTS,
+        fit_bradley_terry,
+        ingest,
+        load_judgments,
+        read_store,
+    )
+
+    run = tmp_path / "run"
+    many_items = tmp_path / "items.csv"
+    many_items.write_text("item_a,item_b,preferred\n" + "".join(
+        f"i{k},i{k + 1},a\n" for k in range(0, 2 * MAX_ITEMS, 2)))
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=rf"items.csv: items={2 * MAX_ITEMS} .*{MAX_ITEMS}"):
+        ingest(run, many_items)
+    assert time.monotonic() - start < 5 and read_store(run) == []
+    with pytest.raises(ConfigError, match="distinct items"):
+        fit_bradley_terry(load_judgments(many_items))
+    many_rows = tmp_path / "rows.csv"
+    many_rows.write_text("item_a,item_b,preferred\n" + "x,y,a\n" * (MAX_JUDGMENTS + 1))
+    with pytest.raises(ConfigError, match=f"at most {MAX_JUDGMENTS}"):
+        ingest(run, many_rows)
+    ok = tmp_path / "ok.csv"
+    ok.write_text("item_a,item_b,preferred\n" + "".join(
+        f"i{k % MAX_ITEMS},i{(k * 7 + 1) % MAX_ITEMS},{'ab'[k % 2]}\n" for k in range(5_000)))
+    start = time.monotonic()
+    assert ingest(run, ok) == (5_000, 5_000)
+    fit = fit_bradley_terry(read_store(run))
+    assert len(fit.items) == MAX_ITEMS and time.monotonic() - start < 20

@@ -48,9 +48,16 @@ from clawgym_ros import constants as C
 from clawgym_ros.artifacts.atomic import atomic_write_text
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.evaluation.stats import _r, z_value
-from clawgym_ros.safe_load import MAX_DATA_BYTES, parse_json, read_text
+from clawgym_ros.safe_load import parse_json, read_text
 
 PREFERRED = ("a", "b", "tie")
+#: Most distinct items a fit (and so the store) takes: the fit solves items x items systems.
+MAX_ITEMS = 500
+#: Most judgments a file or the run's store holds (human judgments come in thousands; 200k
+#: took 17 s and 400 MB to ingest here).
+MAX_JUDGMENTS = 50_000
+#: Largest judgments file read (MAX_JUDGMENTS rows of ~80 bytes).
+MAX_JUDGMENTS_BYTES = 4 << 20
 REQUIRED = ("item_a", "item_b", "preferred")
 OPTIONAL = ("rater", "context")
 FIELDS = REQUIRED + OPTIONAL
@@ -70,6 +77,11 @@ class Judgment:
     def score_a(self) -> float:
         """1 when a was preferred, 0 when b was, 0.5 for a tie."""
         return {"a": 1.0, "b": 0.0, "tie": 0.5}[self.preferred]
+
+    def to_dict(self) -> dict[str, str]:
+        """The fields as a mapping (dataclasses.asdict, without its deep copy)."""
+        return {"item_a": self.item_a, "item_b": self.item_b, "preferred": self.preferred,
+                "rater": self.rater, "context": self.context}
 
 
 def _judgment(row: dict[str, Any], where: str) -> Judgment:
@@ -119,6 +131,9 @@ def parse_judgments(text: str, source: str) -> list[Judgment]:
         if not isinstance(data, list) or not data:
             raise ConfigError("judgments", data if not isinstance(data, list) else "[]",
                               "a non-empty list of objects", source)
+        if len(data) > MAX_JUDGMENTS:
+            raise ConfigError("judgments", f"{len(data)} entries", f"at most {MAX_JUDGMENTS}",
+                              source)
         out = []
         for i, row in enumerate(data):
             where = f"{source}: judgments[{i}]"
@@ -145,6 +160,9 @@ def parse_judgments(text: str, source: str) -> list[Judgment]:
                 raise ConfigError("row", ",".join(row[None]), f"at most {len(header)} fields",
                                   where)
             out.append(_judgment({k: (v or "") for k, v in row.items()}, where))
+            if len(out) > MAX_JUDGMENTS:
+                raise ConfigError("rows", f"over {MAX_JUDGMENTS}", f"at most {MAX_JUDGMENTS} "
+                                  "judgments", source)
     except csv.Error as err:   # a NUL, a stray quote or carriage return
         raise ConfigError("csv", f"line {reader.line_num}", f"valid CSV ({err})",
                           source) from None
@@ -155,7 +173,7 @@ def parse_judgments(text: str, source: str) -> list[Judgment]:
 
 def load_judgments(path: str | Path) -> list[Judgment]:
     """Read and validate a judgments file (see :func:`parse_judgments`)."""
-    text = read_text(path, "CSV or JSON file", MAX_DATA_BYTES)
+    text = read_text(path, "CSV or JSON file", MAX_JUDGMENTS_BYTES)
     return parse_judgments(text, str(path))
 
 
@@ -207,6 +225,7 @@ def fit_bradley_terry(
 
     Raises:
         ValueError: no judgments or a non-positive ridge.
+        ConfigError: more than :data:`MAX_ITEMS` distinct items.
     """
     if not judgments:
         raise ValueError("no judgments to fit")
@@ -218,20 +237,31 @@ def fit_bradley_terry(
     b = np.array([index[j.item_b] for j in judgments])
     y = np.array([j.score_a for j in judgments])
     m = len(items)
+    if m > MAX_ITEMS:
+        raise ConfigError("items", m, f"at most {MAX_ITEMS} distinct items (the fit holds an "
+                          "items x items matrix)")
     theta = np.zeros(m)
     eye = np.eye(m)
-    design = eye[a] - eye[b]
+
+    def information(p: np.ndarray) -> np.ndarray:
+        # D^T diag(w) D + ridge I for D = e_a - e_b per judgment, accumulated pair by pair
+        # (a dense judgments x items D took 5 GB for 100k judgments of 3000 items).
+        w = p * (1 - p)
+        info = ridge * eye + np.diag(np.bincount(a, w, m) + np.bincount(b, w, m))
+        np.add.at(info, (a, b), -w)
+        np.add.at(info, (b, a), -w)
+        return info
+
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 (the count is reported)
         p = 1.0 / (1.0 + np.exp(-(theta[a] - theta[b])))
-        grad = design.T @ (y - p) - ridge * theta
-        hess = design.T @ (design * (p * (1 - p))[:, None]) + ridge * eye
-        step = np.linalg.solve(hess, grad)
+        grad = np.bincount(a, y - p, m) - np.bincount(b, y - p, m) - ridge * theta
+        step = np.linalg.solve(information(p), grad)
         theta = theta + step
         if float(np.max(np.abs(step))) < tol:
             break
     p = 1.0 / (1.0 + np.exp(-(theta[a] - theta[b])))
-    info = design.T @ (design * (p * (1 - p))[:, None]) + ridge * eye
+    info = information(p)
     # Only differences of scores are identified: the covariance of the centred scores
     # (P cov P, P the centring projection) leaves out the prior-only common shift.
     centre = eye - 1.0 / m
@@ -321,10 +351,19 @@ def ingest(run_dir: str | Path, path: str | Path) -> tuple[int, int]:
         existing = (read_text(target, "judgments store", 1 << 30) if target.is_file()
                     else "")
         lines = [ln for ln in existing.splitlines() if ln.strip()]
-        if any(row.get("source_sha256") == digest for _, row in _store_rows(target, existing)):
+        rows = _store_rows(target, existing)
+        if any(row.get("source_sha256") == digest for _, row in rows):
             return 0, len(lines)
+        if len(rows) + len(judgments) > MAX_JUDGMENTS:
+            raise ConfigError("judgments", len(rows) + len(judgments), f"at most "
+                              f"{MAX_JUDGMENTS} in the run's store with this file", str(path))
+        items = {str(row.get(k)) for _, row in rows for k in ("item_a", "item_b")}
+        items |= {it for j in judgments for it in (j.item_a, j.item_b)}
+        if len(items) > MAX_ITEMS:     # refused before it enters the store
+            raise ConfigError("items", len(items), f"at most {MAX_ITEMS} distinct items in "
+                              "the run's store with this file", str(path))
         for j in judgments:
-            lines.append(json.dumps({**dataclasses.asdict(j), "source_sha256": digest},
+            lines.append(json.dumps({**j.to_dict(), "source_sha256": digest},
                                     sort_keys=True))
         atomic_write_text(target, "\n".join(lines) + "\n")
     return len(judgments), len(lines)
