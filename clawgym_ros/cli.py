@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import NoReturn
 
 from clawgym_ros import __version__
 from clawgym_ros.errors import ClawgymError, ConfigError, one_line
@@ -62,8 +63,17 @@ def _install_termination_handlers() -> dict[int, object]:
     return replaced
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors keep the one-line contract (no usage block; values cut
+    like every other error)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {one_line(message, 1000)} (see "
+                                   f"{self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="clawgym",
         description="ClawGym: closed-loop synthesis, training and evaluation of claw agents.",
     )

@@ -217,3 +217,15 @@ def test_duplicate_yaml_keys_are_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"loop.yaml: key='iterations'.*once.*line 4"):
         load_yaml(path)
     assert parse_yaml("- {x: 1}\n- {x: 2}\n", "f") == [{"x": 1}, {"x": 2}]
+
+
+@pytest.mark.parametrize("args", [
+    ("train", "--steps", "abc", "--dataset", "x", "--seed", "1", "--out", "o"),
+    (),
+    ("bogus",),
+    ("synth", "--episodes", "9" * 5000, "--seed", "1", "--out", "o"),
+])
+def test_argument_errors_are_one_line_too(args):
+    result = clawgym(*args)
+    line = assert_one_line_error(result, "error: ", "--help")
+    assert "usage:" not in result.stderr and len(line) < 2100
