@@ -20,20 +20,19 @@ def loop_config(tmp_path: Path, old: str, new: str) -> Path:
     assert old in text
     path = tmp_path / "loop.yaml"
     # the shipped suite, found from the copy
-    path.write_text(text.replace(old, new).replace("eval_suite: suites/pick_place_eval",
-                                                   f"eval_suite: {LOOP.parent}/suites/"
-                                                   "pick_place_eval"))
+    path.write_text(text.replace(old, new).replace("eval_suite: suites/",
+                                                   f"eval_suite: {LOOP.parent}/suites/"))
     return path
 
 
 def test_loop_config_naming_a_missing_suite_fails_at_load(tmp_path):
     from clawgym_ros.coordinator.config import load_loop_config
 
-    path = loop_config(tmp_path, "eval_suite: suites/pick_place_eval.yaml",
+    path = loop_config(tmp_path, "eval_suite: suites/pick_place_demo_eval.yaml",
                        "eval_suite: suites/missing.yaml")
     with pytest.raises(ConfigError, match=r"loop.yaml: eval_suite=.*missing.yaml"):
         load_loop_config(path)
-    path = loop_config(tmp_path, "eval_suite: suites/pick_place_eval.yaml",
+    path = loop_config(tmp_path, "eval_suite: suites/pick_place_demo_eval.yaml",
                        "eval_suite: no_such_suite")
     with pytest.raises(ConfigError, match=r"loop.yaml: eval_suite='no_such_suite'"):
         load_loop_config(path)
@@ -61,7 +60,7 @@ def test_loop_config_amounts_are_capped(tmp_path, field):
 
 
 def test_cli_loop_with_a_missing_suite_starts_nothing(tmp_path):
-    path = loop_config(tmp_path, "eval_suite: suites/pick_place_eval.yaml",
+    path = loop_config(tmp_path, "eval_suite: suites/pick_place_demo_eval.yaml",
                        "eval_suite: suites/missing.yaml")
     out = tmp_path / "out"
     result = clawgym("loop", "--config", str(path), "--out", str(out), timeout=60)
