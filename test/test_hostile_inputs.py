@@ -229,3 +229,14 @@ def test_argument_errors_are_one_line_too(args):
     result = clawgym(*args)
     line = assert_one_line_error(result, "error: ", "--help")
     assert "usage:" not in result.stderr and len(line) < 2100
+
+
+def test_unknown_suite_templates_are_named_with_the_file_at_load(tmp_path):
+    """A suite template typo failed after the first episodes had run, without the file."""
+    from clawgym_ros.evaluation.suites import load_suite
+
+    suite = tmp_path / "suite.yaml"
+    suite.write_text((ROOT / "config" / "suites" / "smoke.yaml").read_text().replace(
+        "templates: [cube, cylinder]", "templates: [cube, cylindr]"))
+    with pytest.raises(ConfigError, match=r"suite.yaml: tasks\[0\].templates='cylindr'.*cube"):
+        load_suite(suite)

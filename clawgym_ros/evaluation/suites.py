@@ -270,7 +270,29 @@ def load_suite(name_or_path: str | Path) -> Suite:
         else:
             raise ConfigError("suite", str(name_or_path),
                               "a suite file or one of " + ", ".join(available_suites()))
-    return parse_suite(load_yaml(path), str(path))
+    suite = parse_suite(load_yaml(path), str(path))
+    check_templates(suite)
+    return suite
+
+
+def check_templates(suite: Suite) -> None:
+    """Every template a suite names exists in its task (checked when the suite is loaded; an
+    unknown one failed after the first episodes, without the file).
+
+    Raises:
+        ConfigError: naming the suite file, ``tasks[i].templates`` and the known templates.
+    """
+    from clawgym_ros.tasks.registry import get_task
+
+    for i, entry in enumerate(suite.tasks):
+        task = None
+        for field in ("templates", "held_out_templates"):
+            for name in getattr(entry, field):
+                task = task or get_task(entry.task)
+                known = [t.name for t in task.templates]
+                if name not in known:
+                    raise ConfigError(f"tasks[{i}].{field}", name, "one of " + ", ".join(known),
+                                      suite.source or None)
 
 
 def _crc(name: str) -> int:
