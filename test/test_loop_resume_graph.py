@@ -138,7 +138,7 @@ def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(tmp_path, c
 
     # 1. The uninterrupted reference.
     ref = tmp_path / "ref"
-    code, out, err = _finish(_loop_cli(config, ref), 240)
+    code, out, err = _finish(_loop_cli(config, ref), 600)
     assert code == 0, err[-3000:]
     ref_state = _state(ref)
     assert ref_state["done"] and len(ref_state["history"]) == 2
@@ -192,7 +192,7 @@ def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(tmp_path, c
     }
 
     # 3. Rerun the same command: it resumes and ends with the reference's final report.
-    code, out, err = _finish(_loop_cli(config, run), 240)
+    code, out, err = _finish(_loop_cli(config, run), 600)
     assert code == 0, err[-3000:]
     state = _state(run)
     assert state["final_report_id"] == ref_state["final_report_id"]
