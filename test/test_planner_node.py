@@ -110,3 +110,35 @@ def test_autostart_with_a_failing_configure_exits_with_one_line(procs, tmp_path,
     assert "Traceback" not in proc.stderr, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
     assert len(errors) == 1 and reason in errors[0], proc.stderr
+
+
+@pytest.mark.parametrize("module, args, reason", [
+    ("clawgym_ros.nodes.trainer_node", ["-p", "lr:=fast"],
+     "parameter lr='fast' is invalid; allowed: a number"),
+    ("clawgym_ros.nodes.trainer_node", ["-p", "batch_size:=2.5"],
+     "parameter batch_size=2.5 is invalid; allowed: an integer"),
+    ("clawgym_ros.nodes.trainer_node", ["-p", "lrr:=0.1"], "did you mean 'lr'?"),
+    ("clawgym_ros.nodes.planner_node", ["-p", "obstacle:=wall"], "did you mean 'obstacles'?"),
+    ("clawgym_ros.nodes.sim_node", ["-p", "clock_mod:=lockstep"], "did you mean 'clock_mode'?"),
+    ("clawgym_ros.nodes.trainer_node", ["--params-file", "BAD"],
+     "cannot parse the ROS arguments"),
+])
+def test_bad_ros_parameters_exit_with_one_line(procs, tmp_path, module, args, reason):
+    """A value of the wrong type, a misspelled parameter (ignored in silence before) and a
+    params file rcl cannot parse (a traceback before): one line naming it, exit 2."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("x: [\n")
+    args = [str(bad) if a == "BAD" else a for a in args]
+    extra = ["--autostart"] if module.endswith("sim_node") else []
+    if module.endswith("trainer_node"):
+        args = [*args, "-p", "autostart:=true"]
+    procs.env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-m", module, *extra, "--ros-args", *args],
+                          env=procs.env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and reason in errors[0], proc.stderr

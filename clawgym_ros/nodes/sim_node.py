@@ -70,7 +70,7 @@ from clawgym_ros.errors import ClawgymError
 from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import nanos, stamp_nanos, time_msg, time_seconds
 from clawgym_ros.ros_io.lean_executor import executor_for
-from clawgym_ros.ros_io.params import declare_config
+from clawgym_ros.ros_io.params import check_unknown_parameters, declare_config
 from clawgym_ros.ros_io.qos import (
     CLOCK_QOS,
     COMMAND_QOS,
@@ -79,7 +79,7 @@ from clawgym_ros.ros_io.qos import (
     TASK_STATE_QOS,
 )
 from clawgym_ros.ros_io.sim_services import dynamics_settings, lighting_settings
-from clawgym_ros.ros_io.spin import StartError, autostart
+from clawgym_ros.ros_io.spin import StartError, autostart, declared, init_rclpy
 from clawgym_ros.sim.pacing import CLOCK_LOCKSTEP, RealTimePacer
 from clawgym_ros.sim.session import (
     SENSOR_CAMERA,
@@ -457,7 +457,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run sim_node until SIGINT/SIGTERM; ``--autostart`` configures and activates it."""
     argv = list(sys.argv if argv is None else argv)
-    rclpy.init(args=argv)
+    if init_rclpy(argv):
+        return 2
     args = _parse(rclpy.utilities.remove_ros_args(argv)[1:])
     node = SimNode()
     executor = None
@@ -465,6 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.autostart:
             autostart(node)
+        if declared(node):
+            check_unknown_parameters(node)
         # Lockstep creates no QoS event handlers, so the lean executor can run it (the hot
         # loop of the evaluation); free running and lifecycle-managed nodes keep rclpy's.
         lean = node.config is not None and node.config.clock_mode == CLOCK_LOCKSTEP
@@ -480,7 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # SIGINT/SIGTERM shut the context down while the executor built its wait set.
         if rclpy.ok():
             raise
-    except StartError as err:
+    except (StartError, ClawgymError) as err:
         print(f"{node.get_name()}: error: {err}", file=sys.stderr)
         code = 2
     finally:

@@ -15,6 +15,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 
 from clawgym_ros.config import from_dict
+from clawgym_ros.errors import ConfigError
 
 T = TypeVar("T")
 
@@ -69,12 +70,54 @@ def declare_config(node: Node, cls: type[T], overrides: dict[str, Any] | None = 
             param = node.declare_parameter(name, [""], descriptor)
             value = [v for v in param.value if v != ""]
         else:
-            param = node.declare_parameter(name, _to_param(default), descriptor)
+            param = _declare(node, name, _to_param(default), descriptor)
             value = param.value
         if isinstance(default, tuple):
             value = tuple(value)
         values[name] = value
     return from_dict(cls, _nest(values), source=f"node {node.get_name()} parameters")
+
+
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number with a decimal point",
+               str: "a string", list: "a list"}
+
+
+def _declare(node: Node, name: str, default: Any, descriptor: ParameterDescriptor) -> Any:
+    """``declare_parameter`` with a given value of the wrong type as a ConfigError naming the
+    parameter, the value and the type (rclpy raises InvalidParameterTypeException)."""
+    from rclpy.exceptions import InvalidParameterTypeException
+
+    try:
+        return node.declare_parameter(name, default, descriptor)
+    except InvalidParameterTypeException:
+        given = getattr(node, "_parameter_overrides", {}).get(name)
+        value = given.value if given is not None else "?"
+        raise ConfigError(f"parameter {name}", value,
+                          f"{_TYPE_NAMES.get(type(default), type(default).__name__)} "
+                          f"(like {default!r})") from None
+
+
+#: Parameters every rclpy node may be given besides its own.
+_STANDARD = ("use_sim_time", "start_type_description_service", "qos_overrides.")
+
+
+def check_unknown_parameters(node: Node) -> None:
+    """Refuse parameters given to ``node`` (``-p``, params files) that it never declared: a
+    misspelled name would otherwise be ignored in silence.
+
+    Raises:
+        ConfigError: naming the unknown parameter and the closest declared one.
+    """
+    import difflib
+
+    given = sorted(getattr(node, "_parameter_overrides", {}))
+    known = sorted(n for n in getattr(node, "_parameters", {}) if not n.startswith(_STANDARD))
+    unknown = [n for n in given if n not in known and not n.startswith(_STANDARD)]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError(f"{node.get_name()} parameter", unknown[0],
+                          f"{hint}one it declares: {', '.join(known)}")
 
 
 def _nest(flat: dict[str, Any]) -> dict[str, Any]:

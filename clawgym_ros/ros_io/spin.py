@@ -4,14 +4,42 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from rclpy.node import Node
 
 from clawgym_ros.errors import ClawgymError
+from clawgym_ros.ros_io.params import check_unknown_parameters
 
 
 class StartError(ClawgymError):
     """A lifecycle node could not bring itself up (``autostart``): names the transition and why."""
+
+
+def init_rclpy(args: list[str]) -> int:
+    """``rclpy.init`` with a params file or ``--ros-args`` it cannot parse as one line on
+    stderr. Returns 0, or 2 after printing that line."""
+    import rclpy
+    from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+    try:
+        rclpy.init(args=args)
+    except _rclpy.RCLError as err:
+        text = " ".join(str(err).split())
+        text = text.split(", at /")[0]           # drop rcl's source locations
+        print(f"{Path(args[0]).stem if args else 'node'}: error: cannot parse the ROS "
+              f"arguments: {text[:400]}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def declared(node: Node) -> bool:
+    """Whether ``node`` has declared its parameters (a lifecycle node does so on configure;
+    one left unconfigured for a lifecycle manager has not yet)."""
+    machine = getattr(node, "_state_machine", None)
+    if machine is None:
+        return True
+    return machine.current_state[1] != "unconfigured"
 
 
 def autostart(node: Node) -> None:
@@ -55,7 +83,9 @@ def spin(node_factory: Callable[[], Node], args: list[str] | None = None,
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
-    rclpy.init(args=args if args is not None else sys.argv)
+    code = init_rclpy(args if args is not None else sys.argv)
+    if code:
+        return code
     node = None
     executor = None
     try:
@@ -69,6 +99,8 @@ def spin(node_factory: Callable[[], Node], args: list[str] | None = None,
             executor.add_node(node)
         if start is not None:
             start(node)
+        if declared(node):
+            check_unknown_parameters(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
