@@ -87,6 +87,22 @@ def test_plan_motion_service_across_processes(procs, rclpy_context, tmp_path):
         node.destroy_node()
 
 
+def _exits_with_one_line(procs, module: str, args: list[str], reason: str) -> None:
+    """Run ``module`` (sim_node with ``--autostart``) with ``--ros-args args``: exit 2, no
+    traceback, exactly one error line, containing ``reason``."""
+    import subprocess
+    import sys
+
+    procs.env["PYTHONPATH"] = str(ROOT)
+    extra = ["--autostart"] if module.endswith("sim_node") else []
+    proc = subprocess.run([sys.executable, "-m", module, *extra, "--ros-args", *args],
+                          env=procs.env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and reason in errors[0], proc.stderr
+
+
 @pytest.mark.parametrize("module, args, reason", [
     ("clawgym_ros.nodes.planner_node", ["-p", "backend:=moveit"],
      "configure failed: cannot build the moveit planner"),
@@ -99,17 +115,7 @@ def test_autostart_with_a_failing_configure_exits_with_one_line(procs, tmp_path,
     """Autostart checks configure's result: one line naming why, exit 2, never a traceback
     (Jazzy raised RCLError on the activate that followed; Kilted left the node spinning
     unconfigured)."""
-    import subprocess
-    import sys
-
-    procs.env["PYTHONPATH"] = str(ROOT)
-    extra = ["--autostart"] if module.endswith("sim_node") else []
-    proc = subprocess.run([sys.executable, "-m", module, *extra, "--ros-args", *args],
-                          env=procs.env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
-    assert len(errors) == 1 and reason in errors[0], proc.stderr
+    _exits_with_one_line(procs, module, args, reason)
 
 
 @pytest.mark.parametrize("module, args, reason", [
@@ -126,19 +132,9 @@ def test_autostart_with_a_failing_configure_exits_with_one_line(procs, tmp_path,
 def test_bad_ros_parameters_exit_with_one_line(procs, tmp_path, module, args, reason):
     """A value of the wrong type, a misspelled parameter (ignored in silence before) and a
     params file rcl cannot parse (a traceback before): one line naming it, exit 2."""
-    import subprocess
-    import sys
-
     bad = tmp_path / "bad.yaml"
     bad.write_text("x: [\n")
     args = [str(bad) if a == "BAD" else a for a in args]
-    extra = ["--autostart"] if module.endswith("sim_node") else []
     if module.endswith("trainer_node"):
         args = [*args, "-p", "autostart:=true"]
-    procs.env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run([sys.executable, "-m", module, *extra, "--ros-args", *args],
-                          env=procs.env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
-    assert len(errors) == 1 and reason in errors[0], proc.stderr
+    _exits_with_one_line(procs, module, args, reason)
