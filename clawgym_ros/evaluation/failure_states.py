@@ -29,7 +29,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -321,30 +321,41 @@ def render_frames(states: Iterable[FailureState], width: int = 320, height: int 
     """
     import io
 
-    import gymnasium as gym
     import matplotlib.image as mpimg
+
+    frames: dict[str, bytes] = {}
+    chosen = pick_frames(states)
+    for (key, _), env in zip(chosen.items(), restored_envs(chosen.values()), strict=True):
+        image = env.backend.render(C.CAMERA_SCENE, width, height)
+        buf = io.BytesIO()
+        mpimg.imsave(buf, image, format="png", metadata={"Software": None})
+        frames[key] = buf.getvalue()
+    return frames
+
+
+def restored_envs(states: Iterable[FailureState]) -> Iterator[Any]:
+    """Restore each snapshot in turn and yield its task env (unwrapped; one env per task and
+    template, closed when the iteration ends).
+
+    Raises:
+        FailureStateError: as :func:`restore`.
+    """
+    import gymnasium as gym
 
     import clawgym_ros.sim  # noqa: F401  (registers the envs)
     from clawgym_ros.tasks.registry import get_task
 
-    chosen = pick_frames(states)
-    frames: dict[str, bytes] = {}
     envs: dict[tuple[str, str], Any] = {}
     try:
-        for key, fs in chosen.items():
-            env = envs.get((fs.task, fs.template))
-            if env is None:
-                env = gym.make(get_task(fs.task).env_id, template=fs.template).unwrapped
-                envs[(fs.task, fs.template)] = env
-            restore(env, fs)
-            image = env.backend.render(C.CAMERA_SCENE, width, height)
-            buf = io.BytesIO()
-            mpimg.imsave(buf, image, format="png", metadata={"Software": None})
-            frames[key] = buf.getvalue()
+        for fs in states:
+            key = (fs.task, fs.template)
+            if key not in envs:
+                envs[key] = gym.make(get_task(fs.task).env_id, template=fs.template).unwrapped
+            restore(envs[key], fs)
+            yield envs[key]
     finally:
         for env in envs.values():
             env.close()
-    return frames
 
 
 def collect(results: Iterable[Any]) -> list[FailureState]:

@@ -20,11 +20,6 @@ from clawgym_ros.evaluation.suites import expand, load_suite
 if TYPE_CHECKING:
     from clawgym_ros.evaluation.workers import WorkerPool
 
-#: Control steps per episode of the bare tabletop (Tabletop-v0); ROS mode now takes each
-#: episode's env limit (``ros_mode.episode_limit``), as in-process.
-ROS_DEFAULT_STEPS = 500
-
-
 @dataclasses.dataclass(frozen=True)
 class EvalOutcome:
     """What an evaluation produced: the report artifact and its files."""

@@ -32,7 +32,7 @@ from clawgym_ros.evaluation.failure_states import (
     FailureStateError,
     decode,
     metas_of,
-    restore,
+    restored_envs,
 )
 from clawgym_ros.synthesis.episode import EpisodeSpec
 from clawgym_ros.synthesis.mixture import episode_seed
@@ -79,28 +79,18 @@ def check_restorable(states: Sequence[FailureState]) -> None:
         FailureStateError: a snapshot of a task without recovery synthesis, of another robot
             or scene (model signature), or whose state does not fit.
     """
-    import gymnasium as gym
-
-    import clawgym_ros.sim  # noqa: F401  (registers the envs)
     from clawgym_ros.tasks.registry import get_task
 
-    envs: dict[tuple[str, str], Any] = {}
-    try:
-        for fs in states:
-            task = get_task(fs.task)
-            if not task.recovery_grammar:
-                raise FailureStateError(f"failure state {fs.name}: task {fs.task!r} has no "
-                                        "recovery expert (pick_place has)")
-            if int(task.template(fs.template).params.get("placements", 1)) != 1:
-                raise FailureStateError(f"failure state {fs.name}: template {fs.template!r} "
-                                        "has several placements; recovery covers one")
-            key = (fs.task, fs.template)
-            if key not in envs:
-                envs[key] = gym.make(task.env_id, template=fs.template).unwrapped
-            restore(envs[key], fs)
-    finally:
-        for env in envs.values():
-            env.close()
+    for fs in states:
+        task = get_task(fs.task)
+        if not task.recovery_grammar:
+            raise FailureStateError(f"failure state {fs.name}: task {fs.task!r} has no "
+                                    "recovery expert (pick_place has)")
+        if int(task.template(fs.template).params.get("placements", 1)) != 1:
+            raise FailureStateError(f"failure state {fs.name}: template {fs.template!r} "
+                                    "has several placements; recovery covers one")
+    for _ in restored_envs(states):
+        pass
 
 
 def recovery_specs(report_id: str, states: Sequence[FailureState], episodes: int, seed: int,
