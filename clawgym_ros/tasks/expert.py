@@ -201,7 +201,7 @@ class ArmExpert:
         params.update(self.extra_params())
         self.rec = EpisodeRecorder(spec, C.ARM_JOINTS + C.GRIPPER_JOINTS,
                                    template=self.template.name, perturbation_params=params)
-        self.rec.origin = origin_info(spec)
+        self.rec.origin = origin_info(spec, self.snapshot)
         limits = task.joint_limits()
         self.vmax = np.array([limits[j].velocity for j in C.ARM_JOINTS]) * \
             self.options.velocity_scale

@@ -146,15 +146,15 @@ def snapshot_of(spec: EpisodeSpec) -> FailureState | None:
     return fs
 
 
-def origin_info(spec: EpisodeSpec) -> dict[str, Any]:
-    """What a recovery episode's record says about where it came from (no state values)."""
-    origin = spec.options.get(OPTION) or {}
-    if not origin:
+def origin_info(spec: EpisodeSpec, fs: FailureState | None) -> dict[str, Any]:
+    """What a recovery episode's record says about where it came from (no state values);
+    ``fs``: its :func:`snapshot_of` (None for an ordinary spec: empty)."""
+    if fs is None:
         return {}
-    fs = FailureState.from_meta(origin, source=f"episode {spec.index} {OPTION}")
-    return {"kind": "recovery", "report": str(origin.get("report", "")), "state": fs.name,
-            "state_kind": fs.kind, "episode": fs.episode, "failed_stage": fs.stage,
-            "time": fs.time, "reached_before": [n for n, _ in fs.reached]}
+    return {"kind": "recovery", "report": str(spec.options[OPTION].get("report", "")),
+            "state": fs.name, "state_kind": fs.kind, "episode": fs.episode,
+            "failed_stage": fs.stage, "time": fs.time,
+            "reached_before": [n for n, _ in fs.reached]}
 
 
 @dataclasses.dataclass(frozen=True)
