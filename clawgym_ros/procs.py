@@ -6,10 +6,12 @@ Used by `clawgym loop` to start the graph and by tests. Imports no rclpy.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -39,10 +41,85 @@ def isolated_ros_env(domain_id: int, base: Mapping[str, str] | None = None) -> d
     return env
 
 
+#: Derived domain ids start here (0-9 are left to hand-configured ROS set-ups).
+DOMAIN_ID_FIRST_DERIVED = DOMAIN_ID_MIN + 9
+_DERIVED_SPAN = DOMAIN_ID_MAX - DOMAIN_ID_FIRST_DERIVED
+
+
 def domain_id_for(pid: int | None = None) -> int:
     """A domain id derived from a process id, spread over the allowed range."""
     pid = os.getpid() if pid is None else pid
-    return DOMAIN_ID_MIN + 9 + (pid * 7919) % (DOMAIN_ID_MAX - DOMAIN_ID_MIN - 9)
+    return DOMAIN_ID_FIRST_DERIVED + (pid * 7919) % _DERIVED_SPAN
+
+
+def domain_lock_path(domain_id: int) -> Path:
+    """The lock file that reserves ``domain_id`` on this host."""
+    return Path(tempfile.gettempdir()) / f"clawgym_ros-domain-{domain_id}.lock"
+
+
+class DomainReservation:
+    """A ROS domain id held for this process (an flock on its lock file) until released.
+
+    Two graphs in one domain answer each other's goals (a loop's trainer goal reached an
+    ablation's trainer once, with ids derived from process ids alone, which collide 1 time in
+    222). The lock file descriptor is not inherited by child processes, and the kernel drops
+    the lock when this process ends however it ends (kill -9 included).
+    """
+
+    def __init__(self, domain_id: int, fd: int | None):
+        self.domain_id = domain_id
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> DomainReservation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _try_lock(domain_id: int) -> int | None:
+    """The locked descriptor of ``domain_id``'s lock file, or None when another process holds
+    it (or the file belongs to another user who did not leave it writable)."""
+    try:
+        fd = os.open(domain_lock_path(domain_id), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    with contextlib.suppress(OSError):   # other users may reserve it after this process
+        os.fchmod(fd, 0o666)
+    return fd
+
+
+def reserve_domain_id(domain_id: int | None = None) -> DomainReservation:
+    """Reserve a ROS domain id no other clawgym process on this host holds.
+
+    Args:
+        domain_id: a fixed id (used as given, reserved when free: the caller chose it), or
+            None for the first free id from this process's derived id on.
+
+    Raises:
+        RuntimeError: every derived id is held (223 clawgym graphs on one host).
+    """
+    if domain_id is not None:
+        return DomainReservation(domain_id, _try_lock(domain_id))
+    start = domain_id_for() - DOMAIN_ID_FIRST_DERIVED
+    for k in range(_DERIVED_SPAN):
+        candidate = DOMAIN_ID_FIRST_DERIVED + (start + k) % _DERIVED_SPAN
+        fd = _try_lock(candidate)
+        if fd is not None:
+            return DomainReservation(candidate, fd)
+    raise RuntimeError(f"every ROS domain id in [{DOMAIN_ID_FIRST_DERIVED}, {DOMAIN_ID_MAX}] "
+                       "is reserved by another clawgym process on this host "
+                       f"({domain_lock_path(DOMAIN_ID_FIRST_DERIVED).parent})")
 
 
 #: The watchdog of a :class:`ProcessGroup`: reads one process-group id per line ("-id" when

@@ -12,10 +12,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from clawgym_ros.procs import ProcessGroup, domain_id_for, isolated_ros_env  # noqa: E402
+from clawgym_ros.procs import ProcessGroup, isolated_ros_env, reserve_domain_id  # noqa: E402
 
-# Set before anything initialises rclpy: a distinct domain per test process, localhost only.
-os.environ.update(isolated_ros_env(domain_id_for()))
+# Set before anything initialises rclpy: a distinct domain per test process, localhost only,
+# held for the process's life (no loop or evaluation graph on this host takes it meanwhile).
+_DOMAIN = reserve_domain_id()
+os.environ.update(isolated_ros_env(_DOMAIN.domain_id))
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 

@@ -197,9 +197,7 @@ def _node_exit(module: str, args: list[str]) -> tuple[int, list[str]]:
     import subprocess
     import sys
 
-    from clawgym_ros.procs import domain_id_for, isolated_ros_env
-
-    env = {**os.environ, **isolated_ros_env(domain_id_for())}
+    env = dict(os.environ)   # this test process's reserved, isolated domain (conftest)
     proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
                           text=True, env=env, timeout=120)
     return proc.returncode, [line for line in proc.stderr.splitlines()

@@ -20,7 +20,7 @@ from typing import Any
 from clawgym_ros import constants as C
 from clawgym_ros.coordinator.runner import FILE_STATUS, LoopError
 from clawgym_ros.errors import shorten
-from clawgym_ros.procs import ProcessGroup, domain_id_for, isolated_ros_env
+from clawgym_ros.procs import ProcessGroup, isolated_ros_env, reserve_domain_id
 
 WORKER_NODES = (C.NODE_SYNTHESIS, C.NODE_TRAINER, C.NODE_EVALUATOR)
 
@@ -88,14 +88,16 @@ class LoopGraph:
 
     Args:
         log_dir: folder of the node logs.
-        domain_id: ROS_DOMAIN_ID (default: derived from this process id).
+        domain_id: ROS_DOMAIN_ID (default: the first id from this process's derived one that
+            no other clawgym process on this host holds; held until :meth:`close`).
         worker_params: extra ROS parameters per worker node name.
     """
 
     def __init__(self, log_dir: str | Path, domain_id: int | None = None,
                  worker_params: dict[str, dict[str, Any]] | None = None):
         self.log_dir = Path(log_dir)
-        self.domain_id = domain_id or domain_id_for()
+        self._domain = reserve_domain_id(domain_id or None)
+        self.domain_id = self._domain.domain_id
         self.group = ProcessGroup(env=isolated_ros_env(self.domain_id), log_dir=self.log_dir)
         self.worker_params = worker_params or {}
         self._loops = 0
@@ -166,8 +168,11 @@ class LoopGraph:
         return state
 
     def close(self) -> None:
-        """Stop every node (process groups: SIGINT, SIGTERM, SIGKILL)."""
-        self.group.close()
+        """Stop every node (process groups: SIGINT, SIGTERM, SIGKILL), then free the domain."""
+        try:
+            self.group.close()
+        finally:
+            self._domain.release()
 
     def __enter__(self) -> LoopGraph:
         return self

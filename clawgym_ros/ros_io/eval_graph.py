@@ -22,7 +22,7 @@ from clawgym_ros import constants as C
 from clawgym_ros.evaluation.records import EpisodeResult
 from clawgym_ros.evaluation.ros_mode import graph_processes, needed_families
 from clawgym_ros.evaluation.suites import EpisodeSpec
-from clawgym_ros.procs import ProcessGroup, domain_id_for, isolated_ros_env
+from clawgym_ros.procs import ProcessGroup, isolated_ros_env, reserve_domain_id
 
 
 def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_steps: int,
@@ -106,10 +106,11 @@ def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log
 
             raise ConfigError("suite task", spec.task, "an arm task in ros mode (pick_place, "
                               "peg_insert, pill_handover; gps_nav runs in_process only)")
-    domain = domain_id if domain_id is not None else domain_id_for()
-    env = isolated_ros_env(domain)
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
-    with ProcessGroup(env=env, log_dir=log_dir) as group:
+    with contextlib.ExitStack() as stack:
+        domain = stack.enter_context(reserve_domain_id(domain_id)).domain_id
+        env = isolated_ros_env(domain)
+        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
+        group = stack.enter_context(ProcessGroup(env=env, log_dir=log_dir))
         for proc in graph_processes(specs, policy, run_dir, max_chunk=max_chunk,
                                     world=start_world):
             group.start_module(proc.name, proc.module, proc.args)
