@@ -1,10 +1,11 @@
 """The closed loop through the real node graph (`clawgym loop`: synthesis, trainer, evaluator and
-coordinator nodes as separate processes): kill -9 of the trainer mid-iteration, rerun, and the
-final report equals an uninterrupted run's; `clawgym lineage` traces that report to every
-dataset, checkpoint, config and seed.
+coordinator nodes as separate processes): kill -9 of the trainer mid-iteration, or of the
+synthesis node mid-recovery-synthesis, rerun, and the final report equals an uninterrupted
+run's; `clawgym lineage` traces that report to every dataset, checkpoint, config and seed.
 
-Sized small (2 iterations x 6 episodes x 300 training steps, a 6-episode suite of 150 steps) so
-the three loop runs take ~2-3 minutes on 2 cores; the demo-sized loop is `make demo`.
+Sized small (2 iterations x 6 episodes x 300 training steps, a 6-episode suite of 150 steps;
+iteration 1 gives 3 of its 6 episodes to recovery synthesis from iteration 0's failures) so
+one loop run takes ~1 minute on 2 cores; the demo-sized loop is `make demo`.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ LOOP = """loop:
   ranges:
     lighting: [0.0, 0.4]
   targets: {functional: 0.99, robustness: 0.99}
+  recovery_gain: 1.0
+  max_recovery_share: 0.5
   workers: 1
   warm_start: true
   accumulate: true
@@ -100,11 +103,12 @@ def _command_lines():
         yield int(entry.name), [a.decode(errors="replace") for a in argv]
 
 
-def _trainer_pid(run_dir: Path) -> int | None:
-    """The trainer_node process serving ``run_dir`` (found by its own command line)."""
+def _worker_pid(run_dir: Path, node: str) -> int | None:
+    """The ``node`` process (trainer_node, synthesis_node) serving ``run_dir`` (found by its
+    own command line)."""
     want = f"run_dir:={run_dir}"
     return next((pid for pid, args in _command_lines()
-                 if "clawgym_ros.nodes.trainer_node" in args and want in args), None)
+                 if f"clawgym_ros.nodes.{node}" in args and want in args), None)
 
 
 def _node_pids(run_dir: Path) -> list[int]:
@@ -129,20 +133,30 @@ def _manifest(run_dir: Path, kind: str, art_id: str) -> dict:
     return json.loads((run_dir / "artifacts" / kind / art_id / C.FILE_MANIFEST).read_text())
 
 
-def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(tmp_path, capsys):
-    from clawgym_ros import constants as C
-    from clawgym_ros.cli import main
-    from clawgym_ros.training.checkpoint import complete_steps
-
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[Path, dict]:
+    """The small loop's config and the final state of its uninterrupted run."""
+    tmp_path = tmp_path_factory.mktemp("reference")
     config = _write_config(tmp_path)
-
-    # 1. The uninterrupted reference.
     ref = tmp_path / "ref"
     code, out, err = _finish(_loop_cli(config, ref), 600)
     assert code == 0, err[-3000:]
     ref_state = _state(ref)
     assert ref_state["done"] and len(ref_state["history"]) == 2
     assert f"final report {ref_state['final_report_id']}" in out
+    # Iteration 1 synthesized recovery episodes from iteration 0's failure states.
+    assert ref_state["iterations"][1]["plan"]["recovery_episodes"] == 3
+    assert ref_state["iterations"][1]["recovery_dataset_id"]
+    return config, ref_state
+
+
+def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(reference, tmp_path,
+                                                                     capsys):
+    from clawgym_ros import constants as C
+    from clawgym_ros.cli import main
+    from clawgym_ros.training.checkpoint import complete_steps
+
+    config, ref_state = reference
 
     # 2. The same loop; kill -9 the trainer while iteration 1 trains, after it saved a step.
     run = tmp_path / "run"
@@ -159,7 +173,7 @@ def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(tmp_path, c
                 before = {p.name for p in work.iterdir()} if work.is_dir() else set()
             new = [p for p in work.iterdir() if p.name not in before] if work.is_dir() else []
             if any(complete_steps(p) for p in new):
-                killed = _trainer_pid(run.resolve())
+                killed = _worker_pid(run.resolve(), "trainer_node")
                 assert killed is not None
                 os.kill(killed, signal.SIGKILL)
                 break
@@ -183,9 +197,10 @@ def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(tmp_path, c
     kept = {k: crashed["iterations"][0][k] for k in ("dataset_id", "checkpoint_id",
                                                      "report_id")}
     kept["dataset_1"] = crashed["iterations"][1]["dataset_id"]
+    kept["recovery_1"] = crashed["iterations"][1]["recovery_dataset_id"]
     created = {
-        kept["dataset_id"]: _manifest(run, C.KIND_DATASET, kept["dataset_id"])["created"],
-        kept["dataset_1"]: _manifest(run, C.KIND_DATASET, kept["dataset_1"])["created"],
+        kept[key]: _manifest(run, C.KIND_DATASET, kept[key])["created"]
+        for key in ("dataset_id", "dataset_1", "recovery_1")} | {
         kept["checkpoint_id"]: _manifest(run, C.KIND_CHECKPOINT,
                                          kept["checkpoint_id"])["created"],
         kept["report_id"]: _manifest(run, C.KIND_REPORT, kept["report_id"])["created"],
@@ -202,11 +217,12 @@ def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(tmp_path, c
     # datasets; the trainer continued iteration 1 from its saved step.
     assert state["iterations"][0]["dataset_id"] == kept["dataset_id"]
     assert state["iterations"][1]["dataset_id"] == kept["dataset_1"]
+    assert state["iterations"][1]["recovery_dataset_id"] == kept["recovery_1"]
     for art_id, when in created.items():
         kind = next(k for k in (C.KIND_DATASET, C.KIND_CHECKPOINT, C.KIND_REPORT)
                     if (run / "artifacts" / k / art_id).is_dir())
         assert _manifest(run, kind, art_id)["created"] == when
-    assert len(list((run / "artifacts" / C.KIND_DATASET).iterdir())) == 2
+    assert len(list((run / "artifacts" / C.KIND_DATASET).iterdir())) == 3
     ckpt_1 = _manifest(run, C.KIND_CHECKPOINT, state["iterations"][1]["checkpoint_id"])
     assert ckpt_1["summary"]["resumed_from"] >= 100
     decisions = (run / C.DIR_LOOP / C.FILE_DECISIONS).read_text().splitlines()
@@ -235,10 +251,76 @@ def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(tmp_path, c
         assert found[it["dataset_id"]]["seeds"]["run"] == it["plan"]["seeds"]["synthesize"]
         assert found[it["checkpoint_id"]]["seeds"]["train"] == it["plan"]["seeds"]["train"]
         assert found[it["report_id"]]["seeds"]["suite"] == it["plan"]["seeds"]["evaluate"]
+    recovery = found[state["iterations"][1]["recovery_dataset_id"]]
+    assert state["iterations"][0]["report_id"] in {p["id"] for p in recovery["parents"]}
     assert found[state["config_id"]]["kind"] == C.KIND_CONFIG
     assert found[state["config_id"]]["seeds"] == {"loop": 7}
     kinds = {n["kind"] for n in found.values()}
     assert kinds == {C.KIND_REPORT, C.KIND_CHECKPOINT, C.KIND_DATASET, C.KIND_CONFIG}
+
+
+def _recovery_started(run_dir: Path) -> bool:
+    """Iteration 1 is synthesizing its recovery episodes and the synthesis node has begun
+    writing them (a dataset staging folder with content)."""
+    from clawgym_ros import constants as C
+    from clawgym_ros.coordinator.plan import PHASE_SYNTHESIZE
+
+    state = _state(run_dir)
+    if not state or state["iteration"] != 1 or state["phase"] != PHASE_SYNTHESIZE:
+        return False
+    cur = state["iterations"][-1]
+    if not cur["dataset_id"] or not cur["goals"].get(PHASE_SYNTHESIZE, {}).get(
+            "from_report"):
+        return False
+    staging = run_dir / "artifacts" / C.DIR_STAGING
+    return staging.is_dir() and any(
+        d.name.startswith(C.KIND_DATASET) and any(d.iterdir()) for d in staging.iterdir())
+
+
+def test_kill9_synthesis_mid_recovery_then_rerun_equals_uninterrupted(reference, tmp_path):
+    from clawgym_ros import constants as C
+
+    config, ref_state = reference
+    run = (tmp_path / "run").resolve()
+    proc = _loop_cli(config, run)
+    killed = None
+    deadline = time.monotonic() + 600
+    while killed is None and time.monotonic() < deadline and proc.poll() is None:
+        if _recovery_started(run):
+            killed = _worker_pid(run, "synthesis_node")
+            assert killed is not None
+            os.kill(killed, signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    if killed is None:
+        ended = proc.poll()
+        if ended is None:
+            os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        raise AssertionError(f"never saw iteration 1 synthesizing recovery episodes (loop "
+                             f"{'exited ' + str(ended) if ended is not None else 'running'}"
+                             f", state {_state(run)}):\n{err[-3000:]}")
+    code, _, err = _finish(proc, 120)
+    assert code != 0
+    assert "synthesis_node stopped (signal 9)" in err, err[-3000:]
+    assert "run the same command again to resume" in err
+    crashed = _state(run)
+    assert crashed["iteration"] == 1 and not crashed["done"]
+    assert crashed["iterations"][1]["dataset_id"]
+    assert not crashed["iterations"][1].get("recovery_dataset_id")
+
+    code, out, err = _finish(_loop_cli(config, run), 600)
+    assert code == 0, err[-3000:]
+    state = _state(run)
+    assert state["final_report_id"] == ref_state["final_report_id"]
+    for it, ref_it in zip(state["iterations"], ref_state["iterations"], strict=True):
+        for key in ("dataset_id", "recovery_dataset_id", "checkpoint_id", "report_id"):
+            assert it.get(key) == ref_it.get(key), key
+    # The killed node's half-written recovery dataset left nothing behind: three datasets
+    # (iteration 0, iteration 1, iteration 1's recovery episodes) and no staging folder.
+    assert len(list((run / "artifacts" / C.KIND_DATASET).iterdir())) == 3
+    staging = run / "artifacts" / C.DIR_STAGING
+    assert not staging.is_dir() or not list(staging.iterdir())
 
 
 def test_sigterm_stops_the_loop_and_every_node(tmp_path):
