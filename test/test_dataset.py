@@ -258,6 +258,11 @@ def test_training_table_is_built_from_mcap_and_reused(tmp_path):
     names = {group_name(r.task, r.template, r.family) for r in records}
     assert set(table.group_names) == names
     assert {table.group_names[g] for g in np.unique(table.group)} == names
+    # The same groups from the episode index alone (`clawgym train --weights` checks against
+    # them before building a table).
+    from clawgym_ros.training.data import episode_group_names
+
+    assert set(episode_group_names(store, [art.id])) == names
     # Reuse: the cached folder is opened as is (a marker file survives).
     (table.root / "marker").write_text("x")
     again = training_table(store, [art.id[:16]])
@@ -267,6 +272,31 @@ def test_training_table_is_built_from_mcap_and_reused(tmp_path):
     assert np.array_equal(other.obs, table.obs)
     with pytest.raises(ClawgymError):
         training_table(store, [])
+
+
+def test_train_refuses_a_weights_group_the_dataset_lacks_before_building_a_table(
+        tmp_path, capsys, monkeypatch):
+    """`clawgym train --weights` with a misspelled group: one line naming it, and the (slow)
+    training table was never built."""
+    from clawgym_ros.cli import main
+    from clawgym_ros.training import data
+
+    store = ArtifactStore(tmp_path)
+    art, _ = _synthesize(store, 1, images=False)
+
+    def never(*args, **kwargs):
+        raise AssertionError("the training table was built before --weights was checked")
+
+    monkeypatch.setattr(data, "open_training_table", never)
+    weights = tmp_path / "w.yaml"
+    weights.write_text("pick_place/cube/nosie: 2.0\n")
+    code = main(["train", "--dataset", art.id[:12], "--steps", "5", "--seed", "0",
+                 "--out", str(tmp_path),
+                 "--weights", str(weights)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "group_weights.pick_place/cube/nosie" in err and "a group of the dataset" in err
+    assert str(weights) in err and not (tmp_path / C.DIR_CACHE).exists()
 
 
 @pytest.mark.parametrize("labels", [[], ["a"], ["abc", "de"], ["observation"]])

@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     from clawgym_ros.training.bc import train
     from clawgym_ros.training.data import open_training_table
 
+    if cfg.group_weights:
+        _check_weight_groups(store, args.dataset, cfg.group_weights, args.weights)
     table = open_training_table(store, args.dataset)
     try:
         result = train(table, cfg, store, dataset_ids=[store.resolve(d).id for d in args.dataset],
@@ -75,3 +77,14 @@ def run(args: argparse.Namespace) -> int:
         raise
     print(result.checkpoint_id)
     return 0
+
+
+def _check_weight_groups(store, dataset_refs, weights: dict, source: str) -> None:
+    """A --weights group the datasets do not have fails before the training table is built
+    (which reads every episode: minutes for thousands)."""
+    from clawgym_ros.training.config import validate_group_weights
+    from clawgym_ros.training.data import episode_group_names
+
+    groups = episode_group_names(store, dataset_refs)
+    if groups is not None:
+        validate_group_weights(weights, allowed=groups, source=source)

@@ -213,3 +213,16 @@ def open_training_table(store: ArtifactStore, dataset_ids: list[str]) -> Trainin
     except ImportError as err:
         raise ClawgymError(f"cannot build a training table from MCAP datasets: {err}") from None
     return training_table(store, [a.id for a in artifacts])
+
+
+def episode_group_names(store: ArtifactStore, dataset_ids: list[str]) -> list[str] | None:
+    """The training group names of MCAP datasets from their episode index alone (no episode
+    is read), or None for a dataset that is a table (opened as cheaply as checked)."""
+    from clawgym_ros import constants as C
+
+    artifacts = [store.resolve(ref, C.KIND_DATASET) for ref in dataset_ids]
+    if any((a.path / TABLE_FILE).is_file() for a in artifacts):
+        return None
+    from clawgym_ros.coordinator.runner import dataset_groups
+
+    return dataset_groups(store, [a.id for a in artifacts])
