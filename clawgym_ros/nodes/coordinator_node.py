@@ -31,6 +31,7 @@ from clawgym_interfaces.msg import GroupWeight, LoopStatus, MixtureEntry
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_range
 from clawgym_ros.errors import ClawgymError, ConfigError
+from clawgym_ros.ros_io.action_client import ThreadSafeActionClient
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.qos import LATCHED_QOS
 
@@ -165,9 +166,10 @@ class CoordinatorNode(Node):
         self.finished = threading.Event()
         self.exit_code = 0
         self.status_pub = self.create_publisher(LoopStatus, C.TOPIC_LOOP_STATUS, LATCHED_QOS)
-        self.synthesize = ActionClient(self, Synthesize, C.ACTION_SYNTHESIZE)
-        self.train = ActionClient(self, Train, C.ACTION_TRAIN)
-        self.evaluate = ActionClient(self, Evaluate, C.ACTION_EVALUATE)
+        # Goals are sent from the loop thread while the main thread spins (rclpy#1123).
+        self.synthesize = ThreadSafeActionClient(self, Synthesize, C.ACTION_SYNTHESIZE)
+        self.train = ThreadSafeActionClient(self, Train, C.ACTION_TRAIN)
+        self.evaluate = ThreadSafeActionClient(self, Evaluate, C.ACTION_EVALUATE)
         self._last_file_write = 0.0
         self._runner = None
 
