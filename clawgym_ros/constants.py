@@ -161,6 +161,28 @@ ACT_JOINT_TARGET = "joint_target"
 ACT_JOINT_VEL = "joint_velocity"
 ACT_GRIPPER = "gripper"
 ACT_BASE_TWIST = "base_twist"
+# --- RL interface of the Gymnasium envs: gym.make(ID, control_mode=, obs_mode=, reward_mode=)
+#: today's action dict (joint_target, joint_velocity, gripper / base_twist): what the experts,
+#: the evaluator and the ROS path send; with it the step reward stays the stages reached
+CONTROL_DICT = "dict"
+#: arms, gym.make's default: Box(-1, 1, (8,)) = 7 joint-position deltas + gripper width
+CONTROL_JOINT_DELTA = "pd_joint_delta"
+#: arms: Box(-1, 1, (8,)) = 7 absolute joint-position targets (over the joint range) + gripper
+CONTROL_JOINT_POS = "pd_joint_pos"
+#: mobile base, gym.make's default: Box(-1, 1, (2,)) = linear, angular velocity
+CONTROL_BASE_TWIST = "base_twist"
+ARM_CONTROL_MODES: tuple[str, ...] = (CONTROL_JOINT_DELTA, CONTROL_JOINT_POS, CONTROL_DICT)
+BASE_CONTROL_MODES: tuple[str, ...] = (CONTROL_BASE_TWIST, CONTROL_DICT)
+OBS_MODE_DICT = "dict"               # the observation dict (default)
+OBS_MODE_STATE = "state"             # one float32 vector of the state keys
+OBS_MODES: tuple[str, ...] = (OBS_MODE_DICT, OBS_MODE_STATE)
+REWARD_DENSE = "dense"               # task progress in [0, 1] (default with a Box action)
+REWARD_STAGES = "stages"             # number of stages reached (default with the dict)
+REWARD_MODES: tuple[str, ...] = (REWARD_DENSE, REWARD_STAGES)
+#: info keys of the RL interface: this step's action was outside [-1, 1] (and clipped); how
+#: many steps of this episode were
+INFO_ACTION_CLIPPED = "action_clipped"
+INFO_CLIPPED_STEPS = "clipped_steps"
 #: Gymnasium info keys of the perturbation wrappers: records on reset, activity per step, and
 #: the NavSatStatus of the GPS observation (-1 while an outage holds the last fix).
 INFO_PERTURBATIONS = "perturbations"

@@ -36,6 +36,14 @@ class ClawgymError(Exception):
     """Base class of errors shown to users as one clear line (no traceback)."""
 
 
+class ActionError(ClawgymError, ValueError):
+    """An env was given an action it cannot apply (wrong shape, NaN); the message is one line
+    naming the expected shape and layout."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
+
+
 class ConfigError(ClawgymError, ValueError):
     """A configuration value is invalid.
 

@@ -293,8 +293,8 @@ def test_gps_node_and_gymnasium_wrapper_give_identical_fixes(procs, rclpy_contex
     # random stream (CI once lost one under load and every later fix differed).
     _gps_node(procs, {**params, "reliable": "true"})
     # Raw stream from a bare env; perturbed stream from a wrapped env with the same actions.
-    bare = gym.make("clawgym/MobileBase-v0")
-    wrapped = GpsDropoutWrapper(gym.make("clawgym/MobileBase-v0"),
+    bare = gym.make("clawgym/MobileBase-v0", control_mode=C.CONTROL_DICT)
+    wrapped = GpsDropoutWrapper(gym.make("clawgym/MobileBase-v0", control_mode=C.CONTROL_DICT),
                                 GpsDropout(GpsDropoutConfig(**params)))
     raw = [(bare.unwrapped.backend.time, bare.reset(seed=1)[0][C.OBS_GPS])]
     obs, info = wrapped.reset(seed=1)

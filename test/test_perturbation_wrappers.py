@@ -30,14 +30,15 @@ WRIST = f"{C.CAMERA_WRIST}_rgb"
 
 @pytest.fixture(scope="module")
 def tabletop():
-    env = gym.make("clawgym/Tabletop-v0", cameras=(C.CAMERA_WRIST,))
+    # The perturbation wrappers serve the Dict interface (experts, evaluator, ROS path).
+    env = gym.make("clawgym/Tabletop-v0", cameras=(C.CAMERA_WRIST,), control_mode=C.CONTROL_DICT)
     yield env
     env.close()
 
 
 @pytest.fixture(scope="module")
 def mobile():
-    env = gym.make("clawgym/MobileBase-v0")
+    env = gym.make("clawgym/MobileBase-v0", control_mode=C.CONTROL_DICT)
     yield env
     env.close()
 
@@ -104,8 +105,8 @@ def test_flicker_is_applied_during_steps(tabletop):
 
 def _bare_and_wrapped(env_id, perturbation_factory, seed, steps, **kwargs):
     """Raw observations of a bare env and perturbed ones of a wrapped env, same actions."""
-    bare = gym.make(env_id, **kwargs)
-    wrapped_base = gym.make(env_id, **kwargs)
+    bare = gym.make(env_id, control_mode=C.CONTROL_DICT, **kwargs)
+    wrapped_base = gym.make(env_id, control_mode=C.CONTROL_DICT, **kwargs)
     p = perturbation_factory()
     wrapped = wrap(wrapped_base, [p])
     raw = [bare.reset(seed=seed)[0]]

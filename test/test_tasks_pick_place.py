@@ -54,7 +54,7 @@ def test_task_declares_docstring_templates_and_validators():
 def test_gym_env_tracks_stages_on_replayed_actions():
     record = generate(_spec(0, "cylinder"))
     assert not SIGNOFF(record)
-    env = gym.make(C.ENV_PICK_PLACE, template="cylinder")
+    env = gym.make(C.ENV_PICK_PLACE, template="cylinder", control_mode=C.CONTROL_DICT)
     obs, info = env.reset(seed=record.seed)
     assert info["template"] == "cylinder" and info["goal"] == record.goal
     assert obs[C.OBS_OBJECT_POSES].shape == (2, 7)

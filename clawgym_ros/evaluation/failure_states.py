@@ -350,7 +350,8 @@ def restored_envs(states: Iterable[FailureState]) -> Iterator[Any]:
         for fs in states:
             key = (fs.task, fs.template)
             if key not in envs:
-                envs[key] = gym.make(get_task(fs.task).env_id, template=fs.template).unwrapped
+                envs[key] = gym.make(get_task(fs.task).env_id, template=fs.template,
+                                     control_mode=C.CONTROL_DICT).unwrapped
             restore(envs[key], fs)
             yield envs[key]
     finally:

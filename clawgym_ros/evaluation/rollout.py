@@ -399,7 +399,8 @@ class Runner:
         if env is None:
             o = self.options
             env = gym.make(env_id, cameras=o.cameras, image_width=o.image_size,
-                           image_height=o.image_size, **kwargs).unwrapped
+                           image_height=o.image_size, control_mode=C.CONTROL_DICT,
+                           **kwargs).unwrapped
             self._envs[key] = env
         limit = self.options.max_steps or int(ENVS[env_id][1] or 500)
         return env, limit

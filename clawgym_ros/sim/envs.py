@@ -100,6 +100,11 @@ class ClawEnv(gym.Env):
         """(reward, terminated) of the task; the bare scene has none."""
         return 0.0, False
 
+    def dense_reward(self) -> float:
+        """The RL interface's dense reward after the last reset or step; a bare scene has no
+        task, so 0.0 (task envs override it)."""
+        return 0.0
+
     def render(self) -> np.ndarray | None:
         """An RGB frame of the scene camera (``render_mode="rgb_array"``), else None."""
         if self.render_mode != "rgb_array":

@@ -2,6 +2,11 @@
 
 ``import clawgym_ros.sim`` registers every id in :data:`ENVS`; later issues add task envs
 (e.g. ``clawgym/PickPlace-v0``) by adding a row here or by calling :func:`register_env`.
+
+Gymnasium builds each id through :class:`~clawgym_ros.sim.modes.EnvFactory`: ``gym.make(ID)``
+gives the RL interface (a flat ``Box(-1, 1)`` action, dense reward), ``gym.make(ID,
+control_mode="dict")`` the env class itself with its Dict interface (see
+:mod:`clawgym_ros.sim.modes`). :data:`ENVS` keeps the classes' entry points.
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ def register_env(env_id: str, entry_point: str, max_episode_steps: int | None = 
     """Register one env with Gymnasium (idempotent) and record it in :data:`ENVS`."""
     import gymnasium
 
+    from clawgym_ros.sim.modes import EnvFactory
+
     ENVS[env_id] = (entry_point, max_episode_steps, dict(kwargs))
     if env_id in gymnasium.registry:
         return
-    gymnasium.register(id=env_id, entry_point=entry_point,
+    gymnasium.register(id=env_id, entry_point=EnvFactory(entry_point),
                        max_episode_steps=max_episode_steps, kwargs=dict(kwargs))
 
 

@@ -183,7 +183,8 @@ def build_task_env(world: World, config: SimNodeConfig) -> Any:
     from clawgym_ros.tasks.registry import get_task
 
     return gym.make(get_task(world.task).env_id, template=world.template,
-                    image_width=config.image_width, image_height=config.image_height).unwrapped
+                    image_width=config.image_width, image_height=config.image_height,
+                    control_mode=C.CONTROL_DICT).unwrapped
 
 
 def build_backend(config: SimNodeConfig) -> Any:

@@ -13,6 +13,7 @@ import abc
 import dataclasses
 import functools
 import importlib
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -108,6 +109,30 @@ class StageTracker(abc.ABC):
     @abc.abstractmethod
     def check(self, index: int, state: Mapping[str, np.ndarray]) -> bool:
         """Whether stage ``index`` holds on ``state`` (all earlier stages are reached)."""
+
+    def stage_distance(self, index: int, state: Mapping[str, np.ndarray]) -> float:
+        """How far (m) ``state`` is from stage ``index`` holding (all earlier stages reached):
+        the distances the stage's validator cares about, summed; 0 = no shaping declared.
+
+        The RL interface's dense reward (:meth:`progress`) turns it into progress within the
+        stage; the experts and the evaluator never read it.
+        """
+        return 0.0
+
+    def progress(self, state: Mapping[str, np.ndarray], scale: float) -> float:
+        """Dense task progress in [0, 1]: ``(k + 1 - tanh(d / scale)) / n`` with ``k`` stages
+        reached of ``n`` and ``d`` the :meth:`stage_distance` of the next one; 1.0 once every
+        stage is reached.
+
+        Args:
+            state: the true state after the step.
+            scale: the distance (m) at which in-stage progress is ``1 - tanh(1)`` (0.24).
+        """
+        n, k = len(self.stages), self.next_index
+        if n == 0 or k >= n:
+            return 1.0
+        d = max(0.0, float(self.stage_distance(k, state)))
+        return (k + 1.0 - math.tanh(d / scale)) / n
 
     @abc.abstractmethod
     def success(self, state: Mapping[str, np.ndarray]) -> tuple[bool, str]:

@@ -44,8 +44,9 @@ def perturbations_for(family: str, intensity: float, seed: int,
 
 
 def wrapped_env(env_id: str, perturbations: Iterable[Perturbation], **kwargs: Any) -> gym.Env:
-    """``gym.make(env_id, **kwargs)`` wrapped with the perturbations (canonical order)."""
-    env = gym.make(env_id, **kwargs)
+    """``gym.make(env_id, **kwargs)`` wrapped with the perturbations (canonical order); the
+    env's Dict interface (``control_mode="dict"``) unless ``kwargs`` say otherwise."""
+    env = gym.make(env_id, **{"control_mode": C.CONTROL_DICT, **kwargs})
     perturbations = list(perturbations)
     return wrap(env, perturbations) if perturbations else env
 

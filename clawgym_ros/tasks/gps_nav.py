@@ -238,6 +238,15 @@ class NavTracker(StageTracker):
         k = int(name.split("_")[1]) - 1
         return float(np.linalg.norm(self.waypoints[k] - p)) < WAYPOINT_TOLERANCE
 
+    def stage_distance(self, index: int, state: Mapping[str, np.ndarray]) -> float:
+        """Distance (m, true position) to the waypoint stage ``index`` heads for (the first
+        one for ``localize``, the last one for ``arrive``)."""
+        name = self.stages[index]
+        p = np.asarray(state[C.OBS_ODOM][:2], dtype=float)
+        k = 0 if name == "localize" else len(self.waypoints) - 1 if name == "arrive" else \
+            int(name.split("_")[1]) - 1
+        return float(np.linalg.norm(self.waypoints[k] - p))
+
     def success(self, state: Mapping[str, np.ndarray]) -> tuple[bool, str]:
         """All stages reached."""
         if self.next_index == len(self.stages):
@@ -267,6 +276,8 @@ class GpsNavEnv(TaskEnv):
     task_cls = GpsNav
     #: wheels (and the chassis) may touch the floor; any other robot contact is a collision
     allowed_contacts = (("robot", "floor"),)
+    #: waypoints lie metres apart: in-stage progress at the scale of a route leg
+    reward_scale = 5.0
 
     def __init__(self, template: str = "", **kwargs: Any) -> None:
         self._router = scene_router(ROUTE_INFLATE + 0.1)

@@ -159,6 +159,28 @@ class PegTracker(StageTracker):
             return self._inserted(state)
         return width >= 0.035 and self._inserted(state)
 
+    def stage_distance(self, index: int, state: Mapping[str, np.ndarray]) -> float:
+        """Distance (m) to stage ``index``: tool to peg (reach, grasp), height still to lift,
+        lateral offset from the hole axis plus depth still missing (align, insert), and the
+        gripper opening still missing (release)."""
+        stage = STAGES[index]
+        peg = state[C.OBS_OBJECT_POSES][0]
+        tool = state[C.OBS_TOOL_POSE][:3]
+        width = float(state[C.OBS_GRIPPER][0])
+        if stage == "reach":
+            return (float(np.linalg.norm(tool[:2] - peg[:2])) + max(0.0, 0.035 - width)
+                    + max(0.0, float(tool[2] - peg[2]) - PEG_LENGTH / 2 - 0.01))
+        if stage == "grasp":
+            return float(np.linalg.norm(tool - peg[:3]))
+        if stage == "lift":
+            return max(0.0, self.goal.rest_z + 0.03 - float(peg[2]))
+        lateral, depth = self.deviation(state)
+        if stage == "align":
+            return lateral + max(0.0, -0.02 - depth)
+        if stage == "insert":
+            return lateral + max(0.0, 0.9 * HOLE_DEPTH - depth)
+        return max(0.0, 0.035 - width)
+
     def success(self, state: Mapping[str, np.ndarray]) -> tuple[bool, str]:
         if len(self.reached) < len(self.stages):
             return False, f"stage {self.stages[len(self.reached)]!r} not reached"

@@ -233,6 +233,33 @@ class PickPlaceTracker(StageTracker):
         return (width >= p.grasp_width + 0.01 and self.goal.in_region(p, poses)
                 and abs(obj[2] - rest) <= 0.015)
 
+    def stage_distance(self, index: int, state: Mapping[str, np.ndarray]) -> float:
+        """Distance (m) to stage ``index``: tool to object (reach, grasp), height still to
+        lift, object to its target (transport, place: over the walls, then down to rest), and
+        the gripper opening still missing (release)."""
+        p = self.goal.placements[index // len(STAGES)]
+        stage = STAGES[index % len(STAGES)]
+        poses = state[C.OBS_OBJECT_POSES]
+        obj = poses[p.index]
+        tool = state[C.OBS_TOOL_POSE][:3]
+        width = float(state[C.OBS_GRIPPER][0])
+        open_gap = max(0.0, p.grasp_width + 0.01 - width)
+        if stage == "reach":
+            return (float(np.linalg.norm(tool[:2] - obj[:2]))
+                    + max(0.0, float(tool[2] - obj[2]) - p.half_height - 0.03) + open_gap)
+        if stage == "grasp":
+            return (float(np.linalg.norm(tool - obj[:3]))
+                    + max(0.0, width - p.grasp_width - 0.008))
+        if stage == "lift":
+            return max(0.0, p.rest_z + 0.03 - float(obj[2]))
+        xy = float(np.linalg.norm(obj[:2] - self.goal.target_xy(p, poses)))
+        if stage == "transport":
+            return xy + max(0.0, self.goal.wall_top - float(obj[2]) + p.half_height)
+        rest = self.goal.rest_z(p, poses)
+        if stage == "place":
+            return xy + max(0.0, float(obj[2]) - rest - 0.02)
+        return open_gap + abs(float(obj[2]) - rest)
+
     def success(self, state: Mapping[str, np.ndarray]) -> tuple[bool, str]:
         poses = state[C.OBS_OBJECT_POSES]
         if len(self.reached) < len(self.stages):

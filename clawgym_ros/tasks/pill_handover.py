@@ -200,6 +200,26 @@ class HandoverTracker(StageTracker):
         return (not held and grip > width + 0.008 and bool(state["hand_grasp"][0])
                 and in_hand)
 
+    def stage_distance(self, index: int, state: Mapping[str, np.ndarray]) -> float:
+        """Distance (m) to stage ``index``: tool to object (reach, grasp), height still to
+        lift, object to the hand (approach_hand, wait_for_hand), gripper opening still
+        missing (release)."""
+        along, width, height = self.goal.dims
+        obj = np.asarray(state[C.OBS_OBJECT_POSES])[0, :3]
+        tool = np.asarray(state[C.OBS_TOOL_POSE])[:3]
+        grip = float(state[C.OBS_GRIPPER][0])
+        name = self.stages[index]
+        if name == "reach":
+            return (float(np.linalg.norm(tool[:2] - obj[:2])) + max(0.0, width + 0.004 - grip)
+                    + max(0.0, float(tool[2] - obj[2]) - height / 2 - 0.01))
+        if name == "grasp":
+            return float(np.linalg.norm(tool - obj)) + max(0.0, grip - width - 0.004)
+        if name == "lift":
+            return max(0.0, float(state["rest_z"][0]) + 0.04 - float(obj[2]))
+        if name in ("approach_hand", "wait_for_hand"):
+            return float(np.linalg.norm(obj - np.asarray(state[OBS_HAND])[:3]))
+        return max(0.0, width + 0.008 - grip)
+
     def success(self, state: Mapping[str, np.ndarray]) -> tuple[bool, str]:
         """All stages, slow approach, and the object in the hand now."""
         ach = self.achieved(state)

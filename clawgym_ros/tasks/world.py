@@ -67,10 +67,13 @@ class TaskEnv(ClawEnv):
     Attributes:
         allowed_contacts: pairs of contact groups (see the module docstring) whose contacts
             are intended; every other contact of a robot geom is an unintended collision.
+        reward_scale: distance (m) at which the dense reward's in-stage progress is 0.24.
     """
 
     task_cls: type[Task] = Task
     allowed_contacts: ClassVar[tuple[tuple[str, str], ...]] = (("gripper", "objects"),)
+    #: distance scale (m) of the dense reward's in-stage progress (:meth:`dense_reward`)
+    reward_scale: ClassVar[float] = 0.25
 
     def __init__(self, template: str = "", **kwargs: Any) -> None:
         self.task = self.task_cls()
@@ -85,6 +88,7 @@ class TaskEnv(ClawEnv):
         self.last_contact_force = 0.0
         self.last_collision = False
         self.reset_options: dict[str, Any] = {}
+        self.last_state: Mapping[str, np.ndarray] = {}
         super().__init__(scene=self.task.scene, **kwargs)
 
     # ------------------------------------------------------------------ task hooks
@@ -194,6 +198,7 @@ class TaskEnv(ClawEnv):
         self.physics_time = 0.0
         self.last_contact_force, self.last_collision = 0.0, False
         state = self.true_state()
+        self.last_state = state
         self.tracker.update(self.backend.time, state)
         info = self._task_info(reset=True)
         self.step_info(info, state)
@@ -209,6 +214,7 @@ class TaskEnv(ClawEnv):
         self.last_contact_force, self.last_collision = self._contacts()
         self.after_physics()
         state = self.true_state()
+        self.last_state = state
         assert self.tracker is not None
         new = self.tracker.update(self.backend.time, state)
         success, _ = self.tracker.success(state)
@@ -232,7 +238,16 @@ class TaskEnv(ClawEnv):
                               f"a prefix of the stages {list(self.tracker.stages)}")
         self.tracker.reached = [(n, float(t)) for n, t in reached]
         self.last_contact_force, self.last_collision = self._contacts()
-        return self.policy_observation(self.true_state())
+        self.last_state = self.true_state()
+        return self.policy_observation(self.last_state)
+
+    def dense_reward(self) -> float:
+        """Dense task progress in [0, 1] after the last reset or step (the RL interface's
+        default reward, ``reward_mode="dense"``): stages reached plus progress toward the next
+        one, :meth:`~clawgym_ros.tasks.base.StageTracker.progress` at :attr:`reward_scale`.
+        The step's own reward (the Dict interface) stays the number of stages reached."""
+        assert self.tracker is not None
+        return self.tracker.progress(self.last_state, self.reward_scale)
 
     def true_state(self) -> dict[str, np.ndarray]:
         """The unperturbed state (what stage validators read); subclasses may add task
