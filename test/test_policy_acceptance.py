@@ -1,5 +1,11 @@
-"""Trainer acceptance: a policy trained by `clawgym train` on synthesized pick_place data
-succeeds in >= 80% of nominal pick_place episodes (in-process rollouts, held-out seeds).
+"""Policy acceptance on nominal pick_place (in-process rollouts, held-out env seeds), opt-in.
+
+1. The recovery loop (issue 15): `clawgym loop --config pick_place_acceptance` (the real node
+   graph: 4 iterations, 500 demonstrations in all including recovery episodes restarted from
+   the evaluation's failure states, 40,000 training steps) gives a policy that succeeds in
+   >= 90% of 60 held-out nominal episodes, with <= 15 min of training on 2 cores.
+2. Behaviour cloning alone: a policy trained by `clawgym train` on 2 x 1000 synthesized
+   demonstrations succeeds in >= 80% of the same episodes.
 
 The real pipeline end to end, no shortcuts: `clawgym synth` (planner-driven expert, MuJoCo),
 `clawgym train` (the default recipe of TrainConfig), `load_policy` (verified checkpoint), then
@@ -39,13 +45,63 @@ EVAL_SEEDS = range(7_000_000, 7_000_060)
 BAR = 0.8
 
 
+#: The recovery loop's bars (issue 15).
+LOOP_BAR = 0.9
+LOOP_MAX_DEMOS = 500
+LOOP_MAX_TRAIN_S = 15 * 60
+
+opt_in = pytest.mark.skipif(os.environ.get("CLAWGYM_ACCEPTANCE") != "1",
+                            reason="opt-in (CLAWGYM_ACCEPTANCE=1): minutes of synthesis and "
+                                   "training on 2 cores, see the test's docstring")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@opt_in
+def test_recovery_loop_policy_succeeds_on_held_out_nominal_pick_place(tmp_path, capsys):
+    """~10 min on 2 cores (training ~6 min of it); measured 54/60 = 0.90 (0.80-0.95),
+    docs/notes/recovery.md."""
+    run = tmp_path / "run"
+    assert main(["loop", "--config", "pick_place_acceptance", "--out", str(run)]) == 0
+    capsys.readouterr()
+    state = json.loads((run / C.DIR_LOOP / C.FILE_LOOP_STATE).read_text())
+    store = ArtifactStore(run)
+    # The budget: <= 500 demonstrations planned (accepted or not), recovery ones included.
+    assert state["episodes_used"] <= LOOP_MAX_DEMOS
+    recovery = [it["recovery_dataset_id"] for it in state["iterations"]
+                if it.get("recovery_dataset_id")]
+    assert recovery, "no iteration synthesized recovery episodes"
+    train_seeds: set[int] = set()
+    for it in state["iterations"]:
+        for dataset_id in filter(None, (it["dataset_id"], it.get("recovery_dataset_id"))):
+            path = store.resolve(dataset_id, C.KIND_DATASET).path / "episodes.jsonl"
+            train_seeds |= {int(json.loads(line)["seed"])
+                            for line in path.read_text().splitlines() if line.strip()}
+    assert not train_seeds & set(EVAL_SEEDS)
+    # <= 15 min of training: optimizer steps x batch / measured samples per second, summed
+    # over the iterations' checkpoints (table building and evaluation not counted).
+    train_s = 0.0
+    for it in state["iterations"]:
+        art = store.resolve(it["checkpoint_id"], C.KIND_CHECKPOINT)
+        summary, config = art.manifest.summary, art.manifest.config
+        train_s += (summary["step"] - summary["resumed_from"]) * config["batch_size"] / \
+            summary["samples_per_s"]
+    policy = load_policy(store, state["iterations"][-1]["checkpoint_id"])
+    outcomes = run_episodes(policy, EVAL_SEEDS)
+    rate, (low, high) = success_rate(outcomes)
+    failed = [(o.seed, o.template, o.stages[-1:] or ("none",)) for o in outcomes
+              if not o.success]
+    print(f"recovery loop, held-out nominal pick_place: {rate:.2f} (95% CI {low:.2f}-"
+          f"{high:.2f}) over {len(outcomes)} episodes, {state['episodes_used']} demonstrations, "
+          f"training {train_s:.0f} s; failed: {failed}")
+    assert train_s <= LOOP_MAX_TRAIN_S
+    assert {o.template for o in outcomes} == {"cube", "cylinder", "small_box", "two_bins"}
+    assert rate >= LOOP_BAR, f"success {rate:.2f} (95% CI {low:.2f}-{high:.2f}); failed: {failed}"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(5400)
-@pytest.mark.skipif(
-    os.environ.get("CLAWGYM_ACCEPTANCE") != "1",
-    reason="opt-in (CLAWGYM_ACCEPTANCE=1): ~35-40 min on 2 cores (synthesis 2 x ~5 min, "
-           "80,000 training steps ~23 min, 60 rollouts ~1 min); last run passed at 0.88, "
-           "see docs/notes/training.md")
+@opt_in
 def test_trained_policy_succeeds_on_held_out_nominal_pick_place(tmp_path, capsys):
     run = tmp_path / "run"
     store = ArtifactStore(run)
