@@ -1,0 +1,110 @@
+"""Stable-Baselines3 (pinned test dependency) trains on every env as gym.make gives it, with
+no wrapper of its own (issue 27): SB3's env checker, PPO and SAC construct, learn 256 steps
+and ``evaluate_policy`` runs; PPO through SB3's subprocess vectorization with 2 workers;
+``gym.make_vec(..., vectorization_mode="async")`` with 2 workers. Episodes are cut to 64
+steps (``max_episode_steps``) so that evaluation is short. ~50 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import clawgym_ros.sim  # noqa: F401  (registers the envs)
+from clawgym_ros import constants as C
+from clawgym_ros.sim.registration import ENVS
+
+sb3 = pytest.importorskip("stable_baselines3")
+from stable_baselines3.common.env_checker import check_env  # noqa: E402
+from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
+from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
+from stable_baselines3.common.vec_env import SubprocVecEnv  # noqa: E402
+
+STEPS = 256
+EPISODE = 64
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)          # tiny MLPs: threads only contend on 2 cores
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("env_id", sorted(ENVS))
+def test_ppo_and_sac_learn_and_evaluate_in_process(env_id):
+    env = gym.make(env_id, max_episode_steps=EPISODE)
+    with warnings.catch_warnings():
+        # the only warning: object_poses (n, 7) is not flat (obs_mode="state" is)
+        warnings.simplefilter("ignore", UserWarning)
+        check_env(env)
+    rewards = {}
+    for algo, kwargs in ((sb3.PPO, {"n_steps": 128, "batch_size": 64, "n_epochs": 2}),
+                         (sb3.SAC, {"learning_starts": 128, "batch_size": 64,
+                                    "buffer_size": 1024})):
+        model = algo("MultiInputPolicy", env, seed=0, device="cpu", **kwargs)
+        model.learn(STEPS)
+        assert model.num_timesteps == STEPS
+        mean, std = evaluate_policy(model, env, n_eval_episodes=2, warn=False)
+        assert np.isfinite(mean) and np.isfinite(std)
+        rewards[algo.__name__] = mean
+    if env_id in (C.ENV_TABLETOP, C.ENV_MOBILE_BASE):
+        assert set(rewards.values()) == {0.0}             # bare scenes: no task
+    else:
+        assert all(r > 0.0 for r in rewards.values()), rewards   # dense: progress counts
+    env.close()
+
+
+def test_sac_on_the_state_vector_and_pd_joint_pos():
+    env = gym.make(C.ENV_PICK_PLACE, obs_mode=C.OBS_MODE_STATE,
+                   control_mode=C.CONTROL_JOINT_POS, max_episode_steps=EPISODE)
+    check_env(env)
+    model = sb3.SAC("MlpPolicy", env, seed=0, device="cpu", learning_starts=128,
+                    batch_size=64, buffer_size=1024)
+    model.learn(STEPS)
+    mean, _ = evaluate_policy(model, env, n_eval_episodes=1, warn=False)
+    assert mean > 0.0
+    env.close()
+
+
+def test_ppo_with_two_subprocess_workers():
+    # The "module:id" form imports clawgym_ros.sim in each worker (forkserver start).
+    venv = make_vec_env(f"clawgym_ros.sim:{C.ENV_PICK_PLACE}", n_envs=2, seed=0,
+                        vec_env_cls=SubprocVecEnv,
+                        env_kwargs={"max_episode_steps": EPISODE})
+    try:
+        model = sb3.PPO("MultiInputPolicy", venv, n_steps=64, batch_size=64, n_epochs=2,
+                        seed=0, device="cpu")
+        model.learn(STEPS)
+        assert model.num_timesteps == STEPS
+        mean, _ = evaluate_policy(model, venv, n_eval_episodes=2, warn=False)
+        assert mean > 0.0
+    finally:
+        venv.close()
+
+
+def test_gym_make_vec_async_with_two_workers():
+    envs = gym.make_vec(C.ENV_PEG_INSERT, num_envs=2, vectorization_mode="async",
+                        max_episode_steps=20)
+    try:
+        assert envs.single_action_space == gym.spaces.Box(-1.0, 1.0, (8,), np.float32)
+        assert envs.action_space.shape == (2, 8)
+        obs, infos = envs.reset(seed=[1, 2])
+        assert obs[C.OBS_JOINT_POS].shape == (2, 7)
+        envs.action_space.seed(0)
+        total = np.zeros(2)
+        for _ in range(20):
+            obs, reward, terminated, truncated, infos = envs.step(envs.action_space.sample())
+            total += reward
+        assert truncated.all() and (total > 0).all()
+        assert infos[C.INFO_CLIPPED_STEPS].tolist() == [0, 0]
+        obs, reward, *_ = envs.step(envs.action_space.sample())    # next-step autoreset
+        assert obs[C.OBS_JOINT_POS].shape == (2, 7) and reward.tolist() == [0.0, 0.0]
+    finally:
+        envs.close()
