@@ -2,11 +2,13 @@
 no wrapper of its own (issue 27): SB3's env checker, PPO and SAC construct, learn 256 steps
 and ``evaluate_policy`` runs; PPO through SB3's subprocess vectorization with 2 workers;
 ``gym.make_vec(..., vectorization_mode="async")`` with 2 workers. Episodes are cut to 64
-steps (``max_episode_steps``) so that evaluation is short. ~50 s on 2 cores.
+steps (``max_episode_steps``) so that evaluation is short; `clawgym bench rl --quick`. ~50 s
+on 2 cores.
 """
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import gymnasium as gym
@@ -108,3 +110,17 @@ def test_gym_make_vec_async_with_two_workers():
         assert obs[C.OBS_JOINT_POS].shape == (2, 7) and reward.tolist() == [0.0, 0.0]
     finally:
         envs.close()
+
+
+def test_bench_rl_quick_reports_ppo_beside_raw_steps_per_s(capsys):
+    from clawgym_ros.cli import main
+
+    assert main(["bench", "rl", "--json", "--quick"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["area"] == "rl" and result["library"] == "stable-baselines3 2.9.2"
+    assert result["raw_env_steps_per_s"] > 0
+    for table in ("raw_vec_steps_per_s", "ppo_steps_per_s", "ppo_over_raw"):
+        assert set(result[table]) == {"1", "2"} and min(result[table].values()) > 0
+    # PPO cannot step the env faster than the env alone
+    assert max(result["ppo_over_raw"].values()) < 1.0
+    assert "issue 22" in result["not_measured"]

@@ -17,6 +17,7 @@ AREAS: dict[str, str] = {
     "dataset": "clawgym_ros.bench.dataset:bench_dataset",
     "eval": "clawgym_ros.bench.eval:bench_eval",
     "planning": "clawgym_ros.bench.planning:bench_planning",
+    "rl": "clawgym_ros.bench.rl:bench_rl",
     "sim": "clawgym_ros.bench.sim:bench_sim",
     "synth": "clawgym_ros.bench.synth:bench_synth",
     "train": "clawgym_ros.bench.train:bench_train",
