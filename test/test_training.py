@@ -16,7 +16,11 @@ from clawgym_ros.artifacts import ArtifactStore  # noqa: E402
 from clawgym_ros.errors import CheckpointError, ConfigError  # noqa: E402
 from clawgym_ros.evaluation.protocol import Policy  # noqa: E402
 from clawgym_ros.training.bc import train  # noqa: E402
-from clawgym_ros.training.checkpoint import load_checkpoint, load_policy  # noqa: E402
+from clawgym_ros.training.checkpoint import (  # noqa: E402
+    complete_steps,
+    load_checkpoint,
+    load_policy,
+)
 from clawgym_ros.training.config import TrainConfig  # noqa: E402
 from clawgym_ros.training.data import TableSampler  # noqa: E402
 from clawgym_ros.training.hardening import (  # noqa: E402
@@ -143,8 +147,12 @@ def test_checkpoint_tree_and_refusals(table, tmp_path):
     result = train(table, cfg, store, dataset_ids=[], tensorboard=False)
     art = result.artifact
     assert (art.path / C.FILE_LAST).read_text().strip() == "40"
+    # The final step only (resume points are not results); the work folder keeps just it.
     assert sorted(p.name for p in art.path.iterdir()) == sorted(
-        ["20", "40", C.FILE_LAST, C.FILE_TRAIN_SUMMARY, C.FILE_MANIFEST])
+        ["40", C.FILE_LAST, C.FILE_TRAIN_SUMMARY, C.FILE_MANIFEST])
+    assert complete_steps(result.work_dir) == [40]
+    again = train(table, cfg, store, dataset_ids=[], tensorboard=False)
+    assert again.checkpoint_id == result.checkpoint_id and again.resumed_from == 40
     files = {p.name for p in (art.path / "40").iterdir()}
     assert files == {C.FILE_MODEL, C.FILE_CHECKPOINT_CONFIG, C.FILE_TRAINING_STATE,
                      C.FILE_TRAINING_STATE_JSON}

@@ -620,7 +620,7 @@ def train(
     }
     parents = list(dict.fromkeys(dataset_ids + ([init_checkpoint] if init_checkpoint else [])))
     artifact = ckpt.commit_checkpoint(
-        store, work_dir, loop.step, interval=cfg.checkpoint_interval, summary_content=content,
+        store, work_dir, loop.step, summary_content=content,
         config={**cfg.to_json(), "dataset_ids": dataset_ids, "init_checkpoint": init_checkpoint},
         seed=cfg.seed, parents=parents,
         summary={"step": loop.step, "train_loss": _json_float(result.train_loss),
