@@ -5,6 +5,10 @@ backend (``control_dt``, 10 physics steps) and returns the backend's observation
 scene envs have reward 0 and never terminate; task envs (later issues) subclass
 :class:`ClawEnv` and override :meth:`ClawEnv.task_reward` (and register under new ids in
 :mod:`clawgym_ros.sim.registration`).
+
+These classes are the Dict interface (what ``gym.make(ID, control_mode="dict")`` returns);
+``gym.make(ID)`` puts them in the RL interface of :mod:`clawgym_ros.sim.modes` (flat Box
+action, dense reward from :meth:`ClawEnv.dense_reward`).
 """
 
 from __future__ import annotations
