@@ -40,8 +40,9 @@ class ActionError(ClawgymError, ValueError):
     """An env was given an action it cannot apply (wrong shape, NaN); the message is one line
     naming the expected shape and layout."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(one_line(message))
+    def __init__(self, message: object) -> None:
+        # str(): a vector env's worker error comes back as ``type(error)(error)``
+        super().__init__(one_line(str(message)))
 
 
 class ConfigError(ClawgymError, ValueError):

@@ -17,6 +17,7 @@ import pytest
 
 import clawgym_ros.sim  # noqa: F401  (registers the envs)
 from clawgym_ros import constants as C
+from clawgym_ros.errors import ActionError
 from clawgym_ros.sim.registration import ENVS
 
 sb3 = pytest.importorskip("stable_baselines3")
@@ -108,6 +109,10 @@ def test_gym_make_vec_async_with_two_workers():
         assert infos[C.INFO_CLIPPED_STEPS].tolist() == [0, 0]
         obs, reward, *_ = envs.step(envs.action_space.sample())    # next-step autoreset
         assert obs[C.OBS_JOINT_POS].shape == (2, 7) and reward.tolist() == [0.0, 0.0]
+        nan = np.zeros((2, 8), np.float32)
+        nan[1, 2] = np.nan
+        with pytest.raises(ActionError, match="not finite at arm_joint_3_delta"):
+            envs.step(nan)                     # the worker's error, re-raised as itself
     finally:
         envs.close()
 
