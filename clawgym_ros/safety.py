@@ -9,7 +9,10 @@ wraps it between the policy's command topics and the robot's):
   latches the stop (a dead operator console must stop the robot).
 - velocity: base twists are clamped to ``max_linear_speed`` / ``max_angular_speed`` (the
   direction kept); arm joint targets are moved toward the target by at most
-  ``max_joint_speed * dt`` per joint and clipped into the joint limits.
+  ``max_joint_speed * dt`` per joint and clipped into the joint limits. ``dt`` is the time
+  until the target is due, at least ``command_period_s``: a target due at once (a policy's
+  held setpoint, ``time_from_start`` 0) is reached by the servo within one command period,
+  and with ``dt`` 0 every step was cut to nothing (the robot never moved).
 - workspace: a base command whose predicted position (``position + v * horizon_s``) leaves the
   ``base_min``/``base_max`` rectangle, and an arm command whose tool position (from a forward
   kinematics callable on the target, else the measured tool position) is outside the
@@ -59,11 +62,16 @@ class SafetyLimits:
         default=0.5, metadata={"help": "look-ahead for predicted base positions, s"})
     estop_timeout_s: float = dataclasses.field(
         default=0.0, metadata={"help": "latch a stop if no e-stop message for this long; 0=off"})
+    command_period_s: float = dataclasses.field(
+        default=0.02, metadata={"help": "shortest time an arm target is reached in, s (the "
+                                "policy's command period: a target due at once is limited "
+                                "to max_joint_speed x this)"})
 
     def __post_init__(self) -> None:
         for name in ("max_linear_speed", "max_angular_speed", "max_joint_speed"):
             check_range(name, getattr(self, name), 0.0, 10.0)
         check_range("horizon_s", self.horizon_s, 0.0, 10.0)
+        check_range("command_period_s", self.command_period_s, 0.0, 1.0, low_open=True)
         check_range("estop_timeout_s", self.estop_timeout_s, 0.0, 3600.0)
         for name in ("joint_lower", "joint_upper", "workspace_min", "workspace_max",
                      "base_min", "base_max"):
@@ -181,7 +189,8 @@ class SafetyFilter:
         Args:
             target: commanded joint positions.
             current: measured joint positions (same order).
-            dt: time until the target is due (s); the step is limited to speed * dt.
+            dt: time until the target is due (s); the step is limited to speed * dt, with
+                dt at least ``command_period_s``.
             tool_position: measured tool position (used when no fk callable was given).
             now: time (s) for the e-stop heartbeat.
 
@@ -199,14 +208,15 @@ class SafetyFilter:
         if not all(math.isfinite(float(v)) for v in target):
             return Verdict(hold, REJECTED, "non-finite joint target")
         reasons = []
-        max_step = lim.max_joint_speed * max(float(dt), 0.0)
+        dt = max(float(dt), lim.command_period_s)
+        max_step = lim.max_joint_speed * dt
         out = []
         for i, (q, c) in enumerate(zip(target, current)):
             q, c = float(q), float(c)
             step = q - c
             if abs(step) > max_step + 1e-12:
                 q = c + math.copysign(max_step, step)
-                reasons.append(f"joint {i} speed {abs(step) / max(dt, 1e-9):.3f} > "
+                reasons.append(f"joint {i} speed {abs(step) / dt:.3f} > "
                                f"{lim.max_joint_speed:g} rad/s")
             clipped = min(max(q, lim.joint_lower[i]), lim.joint_upper[i])
             if clipped != q:

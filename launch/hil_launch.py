@@ -15,6 +15,10 @@ its own sim_node), never on the robot, so it would report simulated numbers as H
 
     ros2 launch clawgym_ros hil_launch.py checkpoint:=<id> run_dir:=runs/hil \
         joint_states:=/robot/joint_states cmd_vel:=/robot/cmd_vel estop:=/robot/estop
+
+A checkpoint trained on a task that observes keys no sensor carries (pick_place's
+``place_goal``) needs ``task:=pick_place`` and a publisher of ``task_state`` on the robot side
+(sim_node publishes it; test/test_hil_graph.py runs this graph against sim_node).
 """
 
 from pathlib import Path
@@ -40,6 +44,8 @@ ROBOT_TOPICS = {
     "gripper_command": ("/gripper_command",
                         "robot gripper command (clawgym_interfaces/GripperCommand)"),
     "estop": ("/estop", "e-stop (std_msgs/Bool, True = stop)"),
+    "task_state": ("/task_state", "task state with the task's observation keys such as "
+                   "place_goal (std_msgs/String JSON, latched; read when task is set)"),
 }
 SCENES = ("tabletop", "outdoor")
 
@@ -61,12 +67,17 @@ def _setup(context, *args, **kwargs):
     run_dir = str(Path(LaunchConfiguration("run_dir").perform(context)).resolve())
     checkpoint = LaunchConfiguration("checkpoint").perform(context)
     scene = LaunchConfiguration("scene").perform(context)
+    task = LaunchConfiguration("task").perform(context)
     if scene not in SCENES:
         raise RuntimeError(f"scene={scene!r}; allowed: {', '.join(SCENES)}")
     if not checkpoint:
         raise RuntimeError("checkpoint is empty; give checkpoint:=<artifact id> (or "
                            "scripted:<task>)")
     safety_params = str(share / "config" / "params" / "safety.yaml")
+    policy_params = {"policy": checkpoint, "run_dir": run_dir, "scene": scene, "mode": "free"}
+    if task:
+        # The policy observes the task's keys (e.g. place_goal) from task_state.
+        policy_params["task"] = task
     return [
         # Interposers: robot sensor topics in, perturbed topics out (what the policy sees).
         Node(package=PACKAGE, executable="sensor_noise_node", name="sensor_noise_node",
@@ -83,15 +94,15 @@ def _setup(context, *args, **kwargs):
         # The policy reads the perturbed topics and writes to safety_node's inputs; free-running
         # (lockstep would wait for a simulator's reset and clock forever).
         Node(package=PACKAGE, executable="policy_node", name="policy_node", output="screen",
-             parameters=[{"policy": checkpoint, "run_dir": run_dir, "scene": scene,
-                          "mode": "free"}],
+             parameters=[policy_params],
              remappings=[(C.TOPIC_JOINT_STATES, "perturbed/joint_states"),
                          (C.TOPIC_IMAGE, "perturbed/image"), (C.TOPIC_IMU, "perturbed/imu"),
                          (C.TOPIC_GPS, "perturbed/gps"), (C.TOPIC_ODOM, topic["odom"]),
                          (C.TOPIC_OBJECT_POSES, "perturbed/object_poses"),
                          (C.TOPIC_CMD_VEL, C.TOPIC_CMD_VEL_IN),
                          (C.TOPIC_JOINT_TRAJECTORY, C.TOPIC_JOINT_TRAJECTORY_IN),
-                         (C.TOPIC_GRIPPER_COMMAND, topic["gripper_command"])]),
+                         (C.TOPIC_GRIPPER_COMMAND, topic["gripper_command"]),
+                         (C.TOPIC_TASK_STATE, topic["task_state"])]),
         # The only node that commands the robot's arm and base.
         Node(package=PACKAGE, executable="safety_node", name="safety_node", output="screen",
              parameters=[safety_params],
@@ -112,6 +123,10 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("scene", default_value="tabletop",
                               description="observation layout: tabletop (arm) or outdoor "
                                           "(mobile base)"),
+        DeclareLaunchArgument("task", default_value="",
+                              description="task whose observation keys the policy reads from "
+                                          "task_state (e.g. pick_place: place_goal); empty = "
+                                          "sensor keys only"),
         DeclareLaunchArgument("run_dir", default_value="runs/hil",
                               description="run directory (holds the checkpoint's artifacts)"),
         OpaqueFunction(function=_setup),

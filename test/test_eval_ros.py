@@ -109,29 +109,35 @@ cells:
 """
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    """A small checkpoint trained here on a table with pick_place's observation layout
-    (synthetic rows: the policy acts badly; the records must agree on whatever it does)."""
+def train_checkpoint(root, layout: dict[str, int], chunk: int,
+                     action_spec: dict[str, int] | None = None) -> tuple:
+    """Train a small checkpoint in ``root`` on a synthetic table with observation ``layout``
+    (and ``action_spec``, default synthetic's arm action): (root, checkpoint id). Synthetic
+    rows: the policy acts badly; the records must agree on whatever it does."""
     pytest.importorskip("torch")
+    from clawgym_ros import constants as C
     from clawgym_ros.artifacts import ArtifactStore
     from clawgym_ros.cli import main
     from clawgym_ros.training import synthetic
 
-    root = tmp_path_factory.mktemp("ckpt")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(synthetic, "OBS_SPEC", PICK_PLACE_LAYOUT)
+        mp.setattr(synthetic, "OBS_SPEC", layout)
+        if action_spec is not None:
+            mp.setattr(synthetic, "ACTION_SPEC", action_spec)
         dataset = synthetic.synthetic_dataset(ArtifactStore(root), rows=400, episode_len=40,
                                               groups=1)
-    # Chunks of 2: the policy reads an observation (place_goal from task_state, noisy
-    # joints and poses behind the interposer) every other step.
     assert main(["train", "--dataset", dataset.id, "--steps", "20", "--seed", "0", "--out",
-                 str(root), "--batch-size", "32", "--chunk", "2"]) == 0
-    store = ArtifactStore(root)
-    from clawgym_ros import constants as C
-
-    (ckpt,) = store.list(C.KIND_CHECKPOINT)
+                 str(root), "--batch-size", "32", "--chunk", str(chunk)]) == 0
+    (ckpt,) = ArtifactStore(root).list(C.KIND_CHECKPOINT)
     return root, ckpt.id
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A small checkpoint trained here on a table with pick_place's observation layout.
+    Chunks of 2: the policy reads an observation (place_goal from task_state, noisy joints
+    and poses behind the interposer) every other step."""
+    return train_checkpoint(tmp_path_factory.mktemp("ckpt"), PICK_PLACE_LAYOUT, chunk=2)
 
 
 def test_trained_checkpoint_through_ros_matches_in_process_on_task_worlds(checkpoint,

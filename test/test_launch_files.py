@@ -451,6 +451,17 @@ def test_hil_launch_robot_topics_and_mobile_base(monkeypatch, tmp_path):
         run_launch(HIL, monkeypatch, checkpoint="x", scene="moon")
 
 
+def test_hil_launch_task_gives_the_policy_its_task_state(monkeypatch, tmp_path):
+    """A pick_place checkpoint observes place_goal: task:=pick_place sets policy_node's task
+    and its task_state comes from the robot side's topic."""
+    nodes = _nodes(run_launch(HIL, monkeypatch, checkpoint="abc", run_dir=str(tmp_path),
+                              task="pick_place", task_state="/robot/task_state"))
+    _check_parameters(nodes)
+    policy = nodes["policy_node"]
+    assert policy.param_dict()["task"] == "pick_place"
+    assert dict(policy.remappings)[C.TOPIC_TASK_STATE] == "/robot/task_state"
+
+
 # ------------------------------------------------------------------------- gazebo_launch.py
 
 GAZEBO = ROOT / "launch" / "gazebo_launch.py"

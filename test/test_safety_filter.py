@@ -47,6 +47,21 @@ def test_joint_steps_are_limited_and_workspace_enforced():
     assert f.filter_joints([0.0] * 6, cur, 0.1, None, 0).action == REJECTED
 
 
+def test_a_target_due_at_once_moves_one_command_period():
+    """policy_node sends a target without velocity as one point at time_from_start 0 (held
+    from now on); with dt 0 the step limit was 0 and the robot never moved (found by the HIL
+    graph test)."""
+    f = SafetyFilter(SafetyLimits(max_joint_speed=0.5, command_period_s=0.02))
+    v = f.filter_joints([1.0] + [0.0] * 6, [0.0] * 7, dt=0.0, tool_position=None, now=0)
+    assert v.action == CLAMPED and v.command[0] == pytest.approx(0.01)
+    assert f.filter_joints([0.005] + [0.0] * 6, [0.0] * 7, 0.0, None, 0).action == PASS
+    # A later target keeps its own time: 0.1 s at 0.5 rad/s.
+    v = f.filter_joints([1.0] + [0.0] * 6, [0.0] * 7, 0.1, None, 0)
+    assert v.command[0] == pytest.approx(0.05)
+    with pytest.raises(ConfigError):
+        SafetyLimits(command_period_s=0.0)
+
+
 def test_estop_latches_until_reset_and_heartbeat_timeout():
     f = SafetyFilter(SafetyLimits(estop_timeout_s=0.5))
     f.estop(False, now=0.0)
