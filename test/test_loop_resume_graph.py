@@ -133,6 +133,36 @@ def _manifest(run_dir: Path, kind: str, art_id: str) -> dict:
     return json.loads((run_dir / "artifacts" / kind / art_id / C.FILE_MANIFEST).read_text())
 
 
+def _kill9_when(proc: subprocess.Popen, run: Path, node: str, ready, what: str) -> dict:
+    """Poll until ``ready()``, kill -9 ``node`` of the loop writing to ``run``, check that the
+    loop stopped naming it; returns the loop state it left."""
+    killed = None
+    # Generous: on a loaded 2-core machine (a second suite, a loop) 240 s ran out once.
+    deadline = time.monotonic() + 600
+    while killed is None and time.monotonic() < deadline and proc.poll() is None:
+        if ready():
+            killed = _worker_pid(run.resolve(), node)
+            assert killed is not None
+            os.kill(killed, signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    if killed is None:
+        ended = proc.poll()
+        if ended is None:
+            os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        raise AssertionError(f"never saw {what} (loop "
+                             f"{'exited ' + str(ended) if ended is not None else 'running'}"
+                             f", state {_state(run)}):\n{err[-3000:]}")
+    code, _, err = _finish(proc, 120)
+    assert code != 0
+    assert f"{node} stopped (signal 9)" in err, err[-3000:]
+    assert "run the same command again to resume" in err
+    crashed = _state(run)
+    assert crashed["iteration"] == 1 and not crashed["done"]
+    return crashed
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> tuple[Path, dict]:
     """The small loop's config and the final state of its uninterrupted run."""
@@ -163,35 +193,19 @@ def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(reference, 
     proc = _loop_cli(config, run)
     work = run / C.DIR_TRAIN_WORK
     before: set[str] | None = None
-    killed = None
-    # Generous: on a loaded 2-core machine (a second suite, a loop) 240 s ran out once.
-    deadline = time.monotonic() + 600
-    while killed is None and time.monotonic() < deadline and proc.poll() is None:
+
+    def saved_a_step() -> bool:
+        nonlocal before
         state = _state(run)
-        if state and state["iteration"] == 1 and state["phase"] == "train":
-            if before is None:
-                before = {p.name for p in work.iterdir()} if work.is_dir() else set()
-            new = [p for p in work.iterdir() if p.name not in before] if work.is_dir() else []
-            if any(complete_steps(p) for p in new):
-                killed = _worker_pid(run.resolve(), "trainer_node")
-                assert killed is not None
-                os.kill(killed, signal.SIGKILL)
-                break
-        time.sleep(0.05)
-    if killed is None:
-        ended = proc.poll()
-        if ended is None:
-            os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-        raise AssertionError(f"never saw iteration 1 training with a saved step (loop "
-                             f"{'exited ' + str(ended) if ended is not None else 'still running'}"
-                             f", state {_state(run)}):\n{err[-3000:]}")
-    code, _, err = _finish(proc, 120)
-    assert code != 0
-    assert "trainer_node stopped (signal 9)" in err, err[-3000:]
-    assert "run the same command again to resume" in err
-    crashed = _state(run)
-    assert crashed["iteration"] == 1 and not crashed["done"]
+        if not (state and state["iteration"] == 1 and state["phase"] == "train"):
+            return False
+        if before is None:
+            before = {p.name for p in work.iterdir()} if work.is_dir() else set()
+        new = [p for p in work.iterdir() if p.name not in before] if work.is_dir() else []
+        return any(complete_steps(p) for p in new)
+
+    crashed = _kill9_when(proc, run, "trainer_node", saved_a_step,
+                          "iteration 1 training with a saved step")
     assert crashed["iterations"][1]["dataset_id"] and not crashed["iterations"][1][
         "checkpoint_id"]
     kept = {k: crashed["iterations"][0][k] for k in ("dataset_id", "checkpoint_id",
@@ -283,29 +297,8 @@ def test_kill9_synthesis_mid_recovery_then_rerun_equals_uninterrupted(reference,
     config, ref_state = reference
     run = (tmp_path / "run").resolve()
     proc = _loop_cli(config, run)
-    killed = None
-    deadline = time.monotonic() + 600
-    while killed is None and time.monotonic() < deadline and proc.poll() is None:
-        if _recovery_started(run):
-            killed = _worker_pid(run, "synthesis_node")
-            assert killed is not None
-            os.kill(killed, signal.SIGKILL)
-            break
-        time.sleep(0.02)
-    if killed is None:
-        ended = proc.poll()
-        if ended is None:
-            os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-        raise AssertionError(f"never saw iteration 1 synthesizing recovery episodes (loop "
-                             f"{'exited ' + str(ended) if ended is not None else 'running'}"
-                             f", state {_state(run)}):\n{err[-3000:]}")
-    code, _, err = _finish(proc, 120)
-    assert code != 0
-    assert "synthesis_node stopped (signal 9)" in err, err[-3000:]
-    assert "run the same command again to resume" in err
-    crashed = _state(run)
-    assert crashed["iteration"] == 1 and not crashed["done"]
+    crashed = _kill9_when(proc, run, "synthesis_node", lambda: _recovery_started(run),
+                          "iteration 1 synthesizing recovery episodes")
     assert crashed["iterations"][1]["dataset_id"]
     assert not crashed["iterations"][1].get("recovery_dataset_id")
 
