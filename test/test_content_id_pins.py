@@ -1,4 +1,4 @@
-"""Content ids of small synthesis and evaluation runs, pinned (issue 27).
+"""Content ids of small synthesis, evaluation and training runs, pinned (issues 27, 19).
 
 The scripted experts, synthesis, replay and the evaluator drive the task envs through their
 Dict interface (``control_mode="dict"``), constructed directly or with ``gym.make``. Changing
@@ -6,6 +6,11 @@ what ``gym.make(ID)`` returns by default (a flat Box action for RL libraries) mu
 these runs bit for bit the same: one episode per task and a 24-episode in-process
 evaluation, ~8 s on 2 cores. A pin that changes means the datasets or reports of every
 earlier run are no longer reproduced: fix the cause, do not update the pin.
+
+The checkpoint pins (issue 19) hold behaviour cloning bit for bit while the training loop is
+refactored onto the policy contract: a few dozen steps per policy type on a small synthetic
+table, covering the loss, validation, hardening, derived features, relative action chunks
+and the image encoder (~10 s on 2 cores).
 """
 
 from __future__ import annotations
@@ -27,6 +32,35 @@ DATASET_IDS = {
 #: report id of the smoke suite, scripted pick_place policy, seed 3, 60 steps, in-process
 REPORT_ID = "8957ddbc17763007e2f39e363015d8aa03c6fbd81c35065686ad25929594216f"
 
+#: Small settings of the training pins (see test/test_training.py SMALL): absolute targets, no
+#: derived features, single-step actions.
+_TRAIN_SMALL = dict(hidden=(32, 32), chunk=1, batch_size=64, log_interval=10, val_interval=20,
+                    checkpoint_interval=20, val_samples=512, action_shift=0,
+                    exclude_obs_keys=(), action_mode=C.ACTION_MODE_ABSOLUTE, features=())
+#: name -> (table settings, TrainConfig settings) of the pinned training runs.
+TRAIN_RUNS = {
+    # mlp, feature_std hardening on half of each batch
+    "mlp": (dict(rows=1200, episode_len=40, groups=3, seed=1),
+            dict(steps=40, seed=3, policy=C.POLICY_MLP, hardening_share=0.5,
+                 hardening_noise="feature_std", **_TRAIN_SMALL)),
+    # mlp with the recipe's shape: derived features, delta targets, action chunks, action
+    # shift, sensor-noise hardening, a cosine schedule and group weights
+    "mlp_recipe": (dict(rows=1200, episode_len=40, groups=2, seed=2),
+                   dict(steps=30, seed=4, policy=C.POLICY_MLP, hidden=(32, 32), chunk=4,
+                        batch_size=64, log_interval=10, val_interval=10, val_samples=256,
+                        hardening_share=0.25,
+                        group_weights={"pick_place/t0/sensor_noise": 2.0})),
+    # cnn on synthetic images
+    "cnn": (dict(rows=600, episode_len=50, groups=2, seed=0, image_size=24),
+            dict(steps=30, seed=5, policy=C.POLICY_CNN, **_TRAIN_SMALL)),
+}
+#: name -> checkpoint id of ``train(synthetic_table(...), TrainConfig(...))``
+CHECKPOINT_IDS = {
+    "mlp": "df77c03429e65e367cd73acce93563d70de22ecf1f50e4469959c44b71f7bd4b",
+    "mlp_recipe": "c5f6dbaa8da7ed26443aea1bdd17d3bfa826972e91d86cd04bf7b82b61ba0639",
+    "cnn": "137d0593cd4d1444fa57b2bc7ce74cceb8da0dc9e1d931fa68229ccc5059ccc9",
+}
+
 
 @pytest.mark.parametrize("task", sorted(DATASET_IDS))
 def test_synthesis_dataset_id_is_pinned(task, tmp_path):
@@ -41,3 +75,19 @@ def test_in_process_evaluation_report_id_is_pinned(tmp_path, capsys):
                      "--suite", "smoke", "--seed", "3", "--out", str(tmp_path),
                      "--workers", "1", "--max-steps", "60"]) == 0
     assert capsys.readouterr().out.split()[0] == REPORT_ID
+
+
+@pytest.mark.parametrize("name", sorted(TRAIN_RUNS))
+def test_training_checkpoint_id_is_pinned(name, tmp_path):
+    pytest.importorskip("torch")
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.training.bc import train
+    from clawgym_ros.training.config import TrainConfig
+    from clawgym_ros.training.synthetic import synthetic_table
+
+    table_kwargs, cfg_kwargs = TRAIN_RUNS[name]
+    table = synthetic_table(tmp_path / "table", **table_kwargs)
+    result = train(table, TrainConfig(**cfg_kwargs), ArtifactStore(tmp_path / "run"),
+                   dataset_ids=[], tensorboard=False)
+    assert result.step == cfg_kwargs["steps"]
+    assert result.checkpoint_id == CHECKPOINT_IDS[name]
