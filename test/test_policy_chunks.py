@@ -45,13 +45,13 @@ def test_scripted_expert_chunk_equals_its_step_by_step_actions():
 
 def test_torch_policy_chunk_is_its_queue():
     torch = pytest.importorskip("torch")
-    from clawgym_ros.training.policies import BCPolicy, PolicySpec, TorchPolicy
+    from clawgym_ros.training.policies import PolicySpec, TorchPolicy, build_policy
 
     obs_spec = {C.OBS_JOINT_POS: 7, C.OBS_JOINT_VEL: 7, C.OBS_GRIPPER: 1}
     action_spec = {C.ACT_JOINT_TARGET: 7, C.ACT_GRIPPER: 1}
     torch.manual_seed(0)
-    model = BCPolicy(PolicySpec(type=C.POLICY_MLP, obs_dim=15, act_dim=8, hidden=(16,),
-                                chunk=5))
+    model = build_policy(PolicySpec(type=C.POLICY_MLP, obs_dim=15, act_dim=8, hidden=(16,),
+                                    chunk=5))
     stepwise = TorchPolicy(model, obs_spec, action_spec)
     chunked = TorchPolicy(model, obs_spec, action_spec)
     expected = [stepwise.act(_obs(k)) for k in range(8)]

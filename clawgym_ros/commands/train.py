@@ -22,7 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="YAML/JSON mapping group -> loss weight (others weigh 1)")
     parser.add_argument("--freeze", action="append", default=[], metavar="GROUP",
                         help="parameter group to freeze: encoder, trunk, head (repeatable)")
-    parser.add_argument("--policy", default=None, help="policy type: mlp (default) or cnn")
+    parser.add_argument("--policy", default=None,
+                        help="policy type: mlp (default), cnn, or one registered by a package "
+                             "(docs/extending.md)")
+    parser.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the policy type (value read as YAML; repeatable)")
     parser.add_argument("--batch-size", type=int, default=None, help="samples per step")
     parser.add_argument("--lr", type=float, default=None, help="learning rate")
     parser.add_argument("--lr-schedule", default=None,
@@ -49,11 +53,35 @@ def build_config(args: argparse.Namespace):
     values = {"steps": args.steps, "seed": args.seed, "frozen_groups": tuple(args.freeze)}
     if args.weights:
         values["group_weights"] = load_group_weights(args.weights)
+    if args.policy_option:
+        values["policy_options"] = parse_policy_options(args.policy_option)
     for name in ("policy", "batch_size", "lr", "lr_schedule", "chunk", "hardening_share",
                  "hardening_intensity", "patience"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     return TrainConfig(**values)
+
+
+def parse_policy_options(items: list[str]) -> dict:
+    """``["key=value", ...]`` -> ``{key: value}`` (values read as YAML scalars: numbers, bools).
+
+    Raises:
+        ConfigError: an item without ``=`` or with an empty key.
+    """
+    import yaml
+
+    from clawgym_ros.errors import ConfigError
+
+    options = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError("--policy-option", item, "KEY=VALUE")
+        try:
+            options[key.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError:
+            options[key.strip()] = text
+    return options
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,9 +1,12 @@
 """Behaviour cloning: a step function (:func:`update_step`) and a loop (:func:`train`).
 
-The loss of a sample is the mean squared error of its (normalized) action chunk; the batch loss
-is the weighted mean over samples, each weighted by its group's weight (group = task x template
-x perturbation family; groups not listed weigh 1). Raising a group's weight therefore raises
-its share of every gradient without changing the loss scale.
+The loop knows no architecture: it builds the policy type named by ``TrainConfig.policy``
+through the registry and calls the :class:`~clawgym_ros.training.policies.PolicyModel`
+contract. The loss of a sample is the policy's (mean squared error of its normalized action
+chunk for the built-in types); the batch loss is the weighted mean over samples, each weighted
+by its group's weight (group = task x template x perturbation family; groups not listed weigh
+1). Raising a group's weight therefore raises its share of every gradient without changing the
+loss scale.
 
 Determinism: given the seed and the table, the weights after training are bitwise identical on
 CPU (seeded init, a private generator for sampling and one for hardening noise, deterministic
@@ -46,12 +49,14 @@ from clawgym_ros.training.hardening import (
 )
 from clawgym_ros.training.policies import (
     FEATURES,
-    BCPolicy,
     Featurizer,
+    PolicyModel,
     PolicySpec,
+    TensorBatch,
     build_policy,
     floor_stats,
     freeze,
+    to_relative,
 )
 
 #: Train-config fields that do not change the trained weights (left out of the work key).
@@ -59,16 +64,6 @@ _KEY_EXCLUDED = ("steps", "log_interval", "checkpoint_interval")
 _VAL_CHUNK = 4096
 _COUNT_ROWS = 1 << 20
 _STATS_ROWS = 1 << 16
-
-
-@dataclasses.dataclass
-class TensorBatch:
-    """A minibatch ready for the network: normalized, possibly hardened."""
-
-    obs: torch.Tensor  # float32 (B, obs_dim), normalized
-    target: torch.Tensor  # float32 (B, chunk, act_dim), normalized
-    group: torch.Tensor  # int64 (B,)
-    image: torch.Tensor | None = None  # uint8 (B, H, W, 3)
 
 
 @dataclasses.dataclass
@@ -101,7 +96,7 @@ class TrainResult:
 
 
 def update_step(
-    policy: BCPolicy,
+    policy: PolicyModel,
     batch: TensorBatch,
     optim: torch.optim.Optimizer,
     *,
@@ -121,13 +116,13 @@ def update_step(
 
     Returns:
         Detached tensors: ``loss`` (weighted), ``group_loss_sum`` and ``group_count``
-        (num_groups,) for per-group means, and ``grad_norm`` (NaN when not computed).
+        (num_groups,) for per-group means, ``grad_norm`` (NaN when not computed), and
+        ``policy_metrics``, the metrics of the policy's loss (a dict, often empty).
     """
     if group_weights is None:
         group_weights = torch.ones(int(batch.group.max()) + 1)
     policy.train()
-    pred = policy(batch.obs, batch.image)
-    per_sample = (pred - batch.target).pow(2).mean(dim=(1, 2))
+    per_sample, policy_metrics = policy.loss(batch)
     weights = group_weights[batch.group]
     loss = (weights * per_sample).sum() / weights.sum().clamp_min(1e-12)
     optim.zero_grad(set_to_none=True)
@@ -148,6 +143,7 @@ def update_step(
         "group_loss_sum": torch.zeros(num_groups).index_add_(0, batch.group, detached),
         "group_count": torch.bincount(batch.group, minlength=num_groups).to(torch.float32),
         "grad_norm": grad_norm.detach(),
+        "policy_metrics": {k: v.detach() for k, v in policy_metrics.items()},
     }
 
 
@@ -234,7 +230,7 @@ def _relative_action_stats(table: TrainingTable, obs_cols: np.ndarray, spec: Pol
         for offset in range(spec.chunk):
             at = np.minimum(np.arange(lo, hi) + shift + offset, rows - 1)
             action = torch.from_numpy(np.asarray(table.action)[at])[:, None, :]
-            rel = BCPolicy.to_relative_static(spec.relative, action, obs)[:, 0].double()
+            rel = to_relative(spec.relative, action, obs)[:, 0].double()
             total += rel.sum(0)
             total_sq += rel.pow(2).sum(0)
             count += hi - lo
@@ -285,7 +281,7 @@ def group_counts(table: TrainingTable) -> np.ndarray:
     return counts
 
 
-def _to_tensors(batch: Batch, policy: BCPolicy) -> tuple[torch.Tensor, torch.Tensor,
+def _to_tensors(batch: Batch, policy: PolicyModel) -> tuple[torch.Tensor, torch.Tensor,
                                                          torch.Tensor, torch.Tensor | None]:
     with torch.no_grad():
         raw = torch.from_numpy(batch.obs)
@@ -295,7 +291,7 @@ def _to_tensors(batch: Batch, policy: BCPolicy) -> tuple[torch.Tensor, torch.Ten
     return obs, target, torch.from_numpy(batch.group), image
 
 
-def make_hardener(policy: BCPolicy, obs_spec: Mapping[str, int], cfg: TrainConfig
+def make_hardener(policy: PolicyModel, obs_spec: Mapping[str, int], cfg: TrainConfig
                   ) -> Callable[[np.ndarray, torch.Generator], np.ndarray] | None:
     """``harden(obs, generator)``: raw observations with the batch's hardening share of rows
     (the first ones; rows come shuffled) perturbed by ``cfg.hardening_noise`` (see
@@ -325,9 +321,10 @@ def make_hardener(policy: BCPolicy, obs_spec: Mapping[str, int], cfg: TrainConfi
     return scaled
 
 
-def evaluate(policy: BCPolicy, val: TensorBatch, group_weights: torch.Tensor
+def evaluate(policy: PolicyModel, val: TensorBatch, group_weights: torch.Tensor
              ) -> tuple[float, torch.Tensor, torch.Tensor]:
-    """Weighted validation loss plus per-group loss sums and counts."""
+    """Weighted validation loss (the policy's own loss, in eval mode) plus per-group loss sums
+    and counts."""
     num_groups = group_weights.shape[0]
     sums = torch.zeros(num_groups, dtype=torch.float64)
     counts = torch.zeros(num_groups, dtype=torch.float64)
@@ -336,7 +333,7 @@ def evaluate(policy: BCPolicy, val: TensorBatch, group_weights: torch.Tensor
         for lo in range(0, val.obs.shape[0], _VAL_CHUNK):
             sl = slice(lo, lo + _VAL_CHUNK)
             image = None if val.image is None else val.image[sl]
-            per = (policy(val.obs[sl], image) - val.target[sl]).pow(2).mean(dim=(1, 2))
+            per, _ = policy.loss(TensorBatch(val.obs[sl], val.target[sl], val.group[sl], image))
             sums.index_add_(0, val.group[sl], per.double())
             counts += torch.bincount(val.group[sl], minlength=num_groups).double()
     w = group_weights.double()
@@ -451,7 +448,7 @@ def train(
                                     expected_action_spec=table.action_spec)
         spec0 = init.spec
         cfg = dataclasses.replace(cfg, policy=spec0.type, hidden=spec0.hidden, chunk=spec0.chunk,
-                                  features=spec0.features)
+                                  features=spec0.features, policy_options=dict(spec0.options))
         init_checkpoint = init.artifact.id
     features = tuple(f for f in cfg.features if all(k in obs_spec for k in FEATURES[f]))
     spec = PolicySpec(type=cfg.policy, obs_dim=len(obs_cols),
@@ -460,7 +457,8 @@ def train(
                       tuple(int(s) for s in table.image.shape[1:]),
                       features=features,
                       obs_layout=tuple(obs_spec.items()) if features else (),
-                      relative=relative_parts(cfg.action_mode, obs_spec, table.action_spec))
+                      relative=relative_parts(cfg.action_mode, obs_spec, table.action_spec),
+                      options=dict(cfg.policy_options))
     key = work_key(cfg, dataset_ids, table, init_checkpoint)
     stats = input_stats(table, obs_cols, spec, cfg.std_floor, cfg.action_shift)
     work_dir = store.run_dir / C.DIR_TRAIN_WORK / key
@@ -561,12 +559,17 @@ def train(
                     entry = {"step": step, "loss": train_loss, "group_losses": groups,
                              "lr": optim.param_groups[0]["lr"],
                              "grad_norm": float(metrics["grad_norm"])}
+                    if metrics["policy_metrics"]:  # the step's own values, not window means
+                        entry["policy_metrics"] = {k: float(v) for k, v in
+                                                   metrics["policy_metrics"].items()}
                     loop.history.append(entry)
                     loop.reset_window(num_groups)
                     if writer is not None:
                         writer.add_scalar("loss/train", train_loss, step)
                         writer.add_scalar("lr", entry["lr"], step)
                         writer.add_scalar("grad_norm", entry["grad_norm"], step)
+                        for name, value in entry.get("policy_metrics", {}).items():
+                            writer.add_scalar(f"policy/{name}", value, step)
                         for name, value in groups.items():
                             writer.add_scalar(f"loss_group/{name}", value, step)
                 if val is not None and (step % cfg.val_interval == 0 or step == cfg.steps):

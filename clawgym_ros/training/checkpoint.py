@@ -32,8 +32,8 @@ from safetensors.torch import load_file, save_file
 
 from clawgym_ros import constants as C
 from clawgym_ros.artifacts import Artifact, ArtifactStore, atomic_write_text
-from clawgym_ros.errors import ArtifactError, CheckpointError
-from clawgym_ros.training.policies import BCPolicy, PolicySpec, TorchPolicy
+from clawgym_ros.errors import ArtifactError, CheckpointError, ConfigError
+from clawgym_ros.training.policies import PolicyModel, PolicySpec, TorchPolicy, build_policy
 
 CHECKPOINT_FORMAT = 1
 STEP_FILES = (C.FILE_MODEL, C.FILE_CHECKPOINT_CONFIG, C.FILE_TRAINING_STATE,
@@ -91,7 +91,7 @@ def load_optimizer_state(optim: torch.optim.Optimizer, tensors: Mapping[str, tor
 # --- the work folder during training ----------------------------------------------------------
 
 
-def write_step(work_dir: Path, step: int, *, policy: BCPolicy, meta: Mapping[str, Any],
+def write_step(work_dir: Path, step: int, *, policy: PolicyModel, meta: Mapping[str, Any],
                state_tensors: Mapping[str, torch.Tensor], state_json: Mapping[str, Any]) -> Path:
     """Write ``<work_dir>/<step>/`` atomically and point ``last`` at it.
 
@@ -210,9 +210,16 @@ class LoadedCheckpoint:
     def action_spec(self) -> dict[str, int]:
         return {k: int(v) for k, v in self.meta["action_spec"]}
 
-    def build_model(self) -> BCPolicy:
-        """The policy with the checkpoint's weights and normalization (eval mode)."""
-        model = BCPolicy(self.spec)
+    def build_model(self) -> PolicyModel:
+        """The policy with the checkpoint's weights and normalization (eval mode).
+
+        Raises:
+            CheckpointError: its policy type is not registered here, or the weights do not fit.
+        """
+        try:
+            model = build_policy(self.spec)
+        except ConfigError as err:
+            raise CheckpointError(f"checkpoint {self.artifact.id[:12]}: {err}") from None
         try:
             model.load_state_dict(self.weights, strict=True)
         except RuntimeError as err:

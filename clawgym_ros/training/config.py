@@ -16,9 +16,8 @@ from typing import Any
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_choice, check_int, check_range, load_yaml
 from clawgym_ros.errors import ConfigError
+from clawgym_ros.training.registry import check_policy_name
 
-#: Policy architectures by name (see :mod:`clawgym_ros.training.policies`).
-POLICY_TYPES: tuple[str, ...] = (C.POLICY_MLP, C.POLICY_CNN)
 #: Named parameter groups of every policy; any of them can be frozen.
 PARAM_GROUPS: tuple[str, ...] = (C.PARAM_GROUP_ENCODER, C.PARAM_GROUP_TRUNK,
                                  C.PARAM_GROUP_HEAD)
@@ -78,7 +77,13 @@ class TrainConfig:
                                           "constant"))
     weight_decay: float = dataclasses.field(default=0.0, metadata=_help("AdamW weight decay"))
     seed: int = dataclasses.field(default=0, metadata=_help("seed of init, sampling, noise"))
-    policy: str = dataclasses.field(default=C.POLICY_MLP, metadata=_help("mlp or cnn"))
+    policy: str = dataclasses.field(
+        default=C.POLICY_MLP,
+        metadata=_help("policy type: mlp, cnn or a registered one (training/registry.py)"))
+    policy_options: dict[str, Any] = dataclasses.field(
+        default_factory=dict,
+        metadata=_help("options of the policy type (its Options dataclass; mlp and cnn have "
+                       "none)"))
     hidden: tuple[int, ...] = dataclasses.field(
         default=(256, 256, 256),
         metadata=_help("hidden widths: first = encoder (mlp), rest = trunk"))
@@ -147,7 +152,12 @@ class TrainConfig:
         check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
         check_range("weight_decay", self.weight_decay, 0.0, 1.0)
         check_int("seed", self.seed, 0, (1 << 63) - 1)
-        check_choice("policy", self.policy, POLICY_TYPES)
+        check_policy_name(self.policy)
+        if not isinstance(self.policy_options, Mapping) \
+                or not all(isinstance(k, str) for k in self.policy_options):
+            raise ConfigError("policy_options", self.policy_options,
+                              "a mapping of option name to value (the policy type's Options)")
+        self.policy_options = dict(self.policy_options)
         self.hidden = tuple(self.hidden)
         if not self.hidden:
             raise ConfigError("hidden", self.hidden, "at least one width")
@@ -185,8 +195,13 @@ class TrainConfig:
         check_range("resident_budget_mb", self.resident_budget_mb, 1.0)
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON-able dict (tuples as lists)."""
-        return json.loads(json.dumps(dataclasses.asdict(self)))
+        """Plain JSON-able dict (tuples as lists); ``policy_options`` only when set (the JSON
+        of a run without them is what it was before they existed: it is part of checkpoint
+        ids)."""
+        data = json.loads(json.dumps(dataclasses.asdict(self)))
+        if not data["policy_options"]:
+            del data["policy_options"]
+        return data
 
 
 def validate_group_weights(

@@ -1,6 +1,9 @@
-"""Torch policies for behaviour cloning, and the adapter to the evaluator's Policy protocol.
+"""Torch policies for behaviour cloning: the :class:`PolicyModel` contract, the built-in
+types, and the adapter to the evaluator's Policy protocol.
 
-Two architectures share one module layout, so that parameter groups mean the same everywhere:
+Policy types are registered by name (:mod:`clawgym_ros.training.registry`); the training loop
+calls only the contract (build, ``loss``, ``act``). The two built-in types share one module
+layout, so that parameter groups mean the same everywhere:
 
 - ``mlp`` (default): state vector -> ``encoder`` (Linear + ReLU, width ``hidden[0]``) ->
   ``trunk`` (Linear + ReLU per further width) -> ``head`` (Linear to ``chunk * act_dim``).
@@ -27,6 +30,7 @@ from torch import nn
 
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError, ConfigError
+from clawgym_ros.training.registry import policy_class, register_policy
 
 #: Side of the average-pooled feature map of the CNN encoder.
 _POOL = 4
@@ -61,6 +65,8 @@ class PolicySpec:
     #: (action column, observation column, width) triples of action parts predicted relative
     #: to an observation (joint targets relative to the joint positions: ``action_mode`` delta)
     relative: tuple[tuple[int, int, int], ...] = ()
+    #: the policy type's own options (its ``Options`` dataclass as a dict; empty for mlp, cnn)
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def input_dim(self) -> int:
@@ -74,6 +80,10 @@ class PolicySpec:
         data["features"] = list(self.features)
         data["obs_layout"] = [[k, w] for k, w in self.obs_layout]
         data["relative"] = [list(r) for r in self.relative]
+        # Left out when empty: the spec of a policy without options stays what it was before
+        # policy types had options (checkpoint content ids unchanged).
+        if not self.options:
+            del data["options"]
         return data
 
     @classmethod
@@ -86,7 +96,8 @@ class PolicySpec:
                    features=tuple(str(f) for f in data.get("features", ())),
                    obs_layout=tuple((str(k), int(w)) for k, w in data.get("obs_layout", ())),
                    relative=tuple((int(a), int(o), int(w))
-                                  for a, o, w in data.get("relative", ())))
+                                  for a, o, w in data.get("relative", ())),
+                   options=dict(data.get("options", {})))
 
 
 def check_features(features: Sequence[str], obs_spec: Mapping[str, int]) -> None:
@@ -177,16 +188,69 @@ class ImageEncoder(nn.Module):
         return self.proj(self.convs(x))
 
 
-class BCPolicy(nn.Module):
-    """Observation (normalized) [+ image] -> chunk of normalized actions (B, chunk, act_dim)."""
+@dataclasses.dataclass
+class TensorBatch:
+    """A minibatch ready for the network: normalized, possibly hardened."""
 
-    def __init__(self, spec: PolicySpec, stats: Mapping[str, np.ndarray] | None = None):
+    obs: torch.Tensor  # float32 (B, input_dim), normalized
+    target: torch.Tensor  # float32 (B, chunk, act_dim), normalized
+    group: torch.Tensor  # int64 (B,)
+    image: torch.Tensor | None = None  # uint8 (B, H, W, 3)
+
+
+@dataclasses.dataclass(frozen=True)
+class NoOptions:
+    """Options of a policy type that has none beyond the shared :class:`PolicySpec`."""
+
+
+def to_relative(relative: Sequence[tuple[int, int, int]], action: torch.Tensor,
+                obs: torch.Tensor) -> torch.Tensor:
+    """Raw actions (B, chunk, act_dim) -> relative targets: each ``(action column, observation
+    column, width)`` part minus the raw observation (B, obs_dim) it is relative to."""
+    if not relative:
+        return action
+    out = action.clone()
+    for a0, o0, width in relative:
+        out[:, :, a0:a0 + width] -= obs[:, None, o0:o0 + width]
+    return out
+
+
+class PolicyModel(nn.Module):
+    """The contract of a policy type: what the training loop and :class:`TorchPolicy` call.
+
+    A policy type subclasses this, registers itself with
+    ``@clawgym_ros.training.registry.register_policy("name")`` (or an entry point of the group
+    ``clawgym_ros.policies``) and provides:
+
+    - ``Options``: a dataclass of its own settings (``TrainConfig.policy_options``, stored in
+      the checkpoint's policy spec); default: none;
+    - ``__init__(spec, stats, options)``: call ``super().__init__(spec, stats, options)`` (the
+      observation featurizer and the normalization buffers), then build the modules, with
+      every trainable parameter under ``encoder``, ``trunk`` or ``head`` (the freezable
+      groups);
+    - :meth:`forward`: normalized input [+ uint8 images] -> normalized action chunk;
+    - optionally :meth:`loss` (default: mean squared error per sample) and :meth:`act`;
+    - ``uses_image = True`` when it needs camera images.
+
+    The loop knows no architecture: it builds the policy with :func:`build_policy`, trains on
+    :meth:`loss` and validates with it; checkpoints store :attr:`spec` and the state dict.
+    """
+
+    #: name in the registry (set by ``register_policy``)
+    type_name: str = ""
+    #: whether the policy reads the camera image (the table must have images)
+    uses_image: bool = False
+    #: the policy type's own options (a dataclass; validated when the policy is built)
+    Options: type = NoOptions
+
+    def __init__(self, spec: PolicySpec, stats: Mapping[str, np.ndarray] | None = None,
+                 options: Any = None):
         super().__init__()
-        if spec.type not in (C.POLICY_MLP, C.POLICY_CNN):
-            raise ConfigError("policy", spec.type, f"{C.POLICY_MLP!r} or {C.POLICY_CNN!r}")
-        if spec.type == C.POLICY_CNN and spec.image_shape is None:
-            raise ClawgymError("a cnn policy needs camera images; the training table has none")
+        if self.uses_image and spec.image_shape is None:
+            raise ClawgymError(f"a {spec.type} policy needs camera images; the training table "
+                               "has none")
         self.spec = spec
+        self.options = options if options is not None else make_options(type(self), spec)
         self.featurizer = Featurizer(spec.features, spec.obs_layout)
         stats = stats or {}
         in_dim = spec.input_dim
@@ -197,40 +261,40 @@ class BCPolicy(nn.Module):
             tensor = torch.full((dim,), fill) if value is None else \
                 torch.as_tensor(np.asarray(value, dtype=np.float32)).reshape(dim)
             self.register_buffer(name, tensor.clone())
-        width = spec.hidden[0]
-        if spec.type == C.POLICY_MLP:
-            self.encoder: nn.Module = nn.Sequential(nn.Linear(in_dim, width), nn.ReLU())
-            trunk_in = width
-        else:
-            self.encoder = ImageEncoder(width)
-            trunk_in = width + in_dim
-        layers: list[nn.Module] = []
-        for out in spec.hidden[1:]:
-            layers += [nn.Linear(trunk_in, out), nn.ReLU()]
-            trunk_in = out
-        self.trunk = nn.Sequential(*layers)
-        self.head = nn.Linear(trunk_in, spec.chunk * spec.act_dim)
+
+    def forward(self, obs_n: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
+        """Normalized input (B, input_dim) [+ uint8 images (B, H, W, 3)] -> normalized action
+        chunk (B, chunk, act_dim)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define forward")
+
+    def loss(self, batch: TensorBatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Loss of each sample of ``batch`` and extra metrics.
+
+        Per sample, not reduced: the loop weights samples by their group (and reports loss
+        per group), so the reduction is the loop's.
+
+        Returns:
+            ``(per_sample, metrics)``: a float tensor (B,) with gradient, and scalar tensors
+            (logged by name; may be empty).
+        """
+        pred = self(batch.obs, batch.image)
+        return (pred - batch.target).pow(2).mean(dim=(1, 2)), {}
+
+    def act(self, state: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
+        """Raw observation vectors (B, obs_dim) [+ images] -> raw action chunks
+        (B, chunk, act_dim): normalize, predict, unnormalize, undo relative targets."""
+        return self.from_relative(self.unnormalize_action(
+            self(self.normalize_obs(state), image)), state)
 
     def normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
         """Raw observation vectors (B, obs_dim) -> normalized network input (B, input_dim)
         (derived features appended first)."""
         return (self.featurizer(obs) - self.obs_mean) / self.obs_std
 
-    @staticmethod
-    def to_relative_static(relative: Sequence[tuple[int, int, int]], action: torch.Tensor,
-                           obs: torch.Tensor) -> torch.Tensor:
-        """:meth:`to_relative` for given ``relative`` triples."""
-        if not relative:
-            return action
-        out = action.clone()
-        for a0, o0, width in relative:
-            out[:, :, a0:a0 + width] -= obs[:, None, o0:o0 + width]
-        return out
-
     def to_relative(self, action: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         """Raw actions (B, chunk, act_dim) -> what the network predicts (relative parts minus
         the raw observation (B, obs_dim) they are relative to)."""
-        return self.to_relative_static(self.spec.relative, action, obs)
+        return to_relative(self.spec.relative, action, obs)
 
     def from_relative(self, action: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         """Inverse of :meth:`to_relative`."""
@@ -247,15 +311,54 @@ class BCPolicy(nn.Module):
     def unnormalize_action(self, action: torch.Tensor) -> torch.Tensor:
         return action * self.action_std + self.action_mean
 
-    def forward(self, obs_n: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
-        """Normalized input (B, input_dim) [+ uint8 images] -> (B, chunk, act_dim)."""
-        if self.spec.type == C.POLICY_MLP:
-            x = self.encoder(obs_n)
-        else:
-            if image is None:
-                raise ClawgymError("cnn policy called without an image")
-            x = torch.cat([self.encoder(image), obs_n], dim=1)
+
+class _TrunkHead(PolicyModel):
+    """Shared tail of the built-in types: ``trunk`` (Linear + ReLU per width of
+    ``hidden[1:]``) and ``head`` (Linear to ``chunk * act_dim``)."""
+
+    def _build_tail(self, trunk_in: int) -> None:
+        layers: list[nn.Module] = []
+        for out in self.spec.hidden[1:]:
+            layers += [nn.Linear(trunk_in, out), nn.ReLU()]
+            trunk_in = out
+        self.trunk = nn.Sequential(*layers)
+        self.head = nn.Linear(trunk_in, self.spec.chunk * self.spec.act_dim)
+
+    def _tail(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.trunk(x)).view(-1, self.spec.chunk, self.spec.act_dim)
+
+
+@register_policy(C.POLICY_MLP)
+class MLPPolicy(_TrunkHead):
+    """State vector -> ``encoder`` (Linear + ReLU, width ``hidden[0]``) -> trunk -> head."""
+
+    def __init__(self, spec: PolicySpec, stats: Mapping[str, np.ndarray] | None = None,
+                 options: Any = None):
+        super().__init__(spec, stats, options)
+        self.encoder = nn.Sequential(nn.Linear(spec.input_dim, spec.hidden[0]), nn.ReLU())
+        self._build_tail(spec.hidden[0])
+
+    def forward(self, obs_n: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
+        return self._tail(self.encoder(obs_n))
+
+
+@register_policy(C.POLICY_CNN)
+class CNNPolicy(_TrunkHead):
+    """Camera image -> ``encoder`` (:class:`ImageEncoder`, width ``hidden[0]``), concatenated
+    with the normalized state vector -> trunk -> head."""
+
+    uses_image = True
+
+    def __init__(self, spec: PolicySpec, stats: Mapping[str, np.ndarray] | None = None,
+                 options: Any = None):
+        super().__init__(spec, stats, options)
+        self.encoder = ImageEncoder(spec.hidden[0])
+        self._build_tail(spec.hidden[0] + spec.input_dim)
+
+    def forward(self, obs_n: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
+        if image is None:
+            raise ClawgymError("cnn policy called without an image")
+        return self._tail(torch.cat([self.encoder(image), obs_n], dim=1))
 
 
 def floor_stats(stats: Mapping[str, np.ndarray], floor: float) -> dict[str, np.ndarray]:
@@ -272,30 +375,61 @@ def floor_stats(stats: Mapping[str, np.ndarray], floor: float) -> dict[str, np.n
     return out
 
 
+def make_options(cls: type[PolicyModel], spec: PolicySpec) -> Any:
+    """The ``Options`` of policy class ``cls`` from ``spec.options``.
+
+    Raises:
+        ConfigError: an option the policy type does not have (or its own validation).
+    """
+    try:
+        return cls.Options(**dict(spec.options))
+    except TypeError:
+        allowed = [f.name for f in dataclasses.fields(cls.Options)] \
+            if dataclasses.is_dataclass(cls.Options) else []
+        raise ConfigError("policy_options", dict(spec.options),
+                          f"options of the {spec.type} policy: "
+                          + (", ".join(allowed) or "none")) from None
+
+
 def build_policy(spec: PolicySpec, stats: Mapping[str, np.ndarray] | None = None,
-                 seed: int | None = None) -> BCPolicy:
-    """Build a policy; with ``seed``, its initial weights depend only on the seed."""
+                 seed: int | None = None) -> PolicyModel:
+    """Build the policy type ``spec.type`` (looked up in the registry); with ``seed``, its
+    initial weights depend only on the seed.
+
+    Raises:
+        ConfigError: unknown policy type or options.
+        ClawgymError: an image policy without images in ``spec``.
+    """
+    cls = policy_class(spec.type)
+    options = make_options(cls, spec)
     if seed is None:
-        return BCPolicy(spec, stats)
+        return cls(spec, stats, options)
     devices: list[Any] = []
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
-        return BCPolicy(spec, stats)
+        return cls(spec, stats, options)
 
 
-def parameter_groups(policy: BCPolicy) -> dict[str, list[tuple[str, nn.Parameter]]]:
+def parameter_groups(policy: PolicyModel) -> dict[str, list[tuple[str, nn.Parameter]]]:
     """Named parameter groups: ``{"encoder": [(name, param), ...], "trunk": ..., "head": ...}``.
 
     The group is the first component of the parameter name; every parameter is in exactly one.
+
+    Raises:
+        ClawgymError: a parameter outside the groups (a policy type breaking the contract).
     """
     groups: dict[str, list[tuple[str, nn.Parameter]]] = {
         C.PARAM_GROUP_ENCODER: [], C.PARAM_GROUP_TRUNK: [], C.PARAM_GROUP_HEAD: []}
     for name, param in policy.named_parameters():
-        groups[name.split(".", 1)[0]].append((name, param))
+        group = name.split(".", 1)[0]
+        if group not in groups:
+            raise ClawgymError(f"policy {policy.spec.type!r} has parameter {name!r} outside "
+                               "the groups " + ", ".join(groups))
+        groups[group].append((name, param))
     return groups
 
 
-def freeze(policy: BCPolicy, groups: Sequence[str]) -> list[str]:
+def freeze(policy: PolicyModel, groups: Sequence[str]) -> list[str]:
     """Set ``requires_grad = False`` on the parameters of ``groups``.
 
     Returns:
@@ -344,7 +478,7 @@ def unflatten_action(vector: np.ndarray, action_spec: Mapping[str, int]) -> dict
 
 
 class TorchPolicy:
-    """A trained :class:`BCPolicy` behind the evaluator's Policy protocol.
+    """A trained :class:`PolicyModel` behind the evaluator's Policy protocol.
 
     Args:
         model: the network (put in eval mode).
@@ -353,7 +487,7 @@ class TorchPolicy:
         image_key: observation key holding the camera image (cnn policies).
     """
 
-    def __init__(self, model: BCPolicy, obs_spec: Mapping[str, int],
+    def __init__(self, model: PolicyModel, obs_spec: Mapping[str, int],
                  action_spec: Mapping[str, int], image_key: str = C.OBS_IMAGE):
         self.model = model.eval()
         self.obs_spec = dict(obs_spec)
@@ -375,13 +509,12 @@ class TorchPolicy:
         if not self._queue:
             state = torch.from_numpy(flatten_obs(obs, self.obs_spec)).unsqueeze(0)
             image = None
-            if self.model.spec.type == C.POLICY_CNN:
+            if self.model.uses_image:
                 if self.image_key not in obs:
                     raise ClawgymError(f"observation lacks the camera image {self.image_key!r}")
                 image = torch.from_numpy(np.ascontiguousarray(obs[self.image_key],
                                                               dtype=np.uint8)).unsqueeze(0)
             with torch.inference_mode():
-                chunk = self.model.from_relative(self.model.unnormalize_action(
-                    self.model(self.model.normalize_obs(state), image)), state)[0]
+                chunk = self.model.act(state, image)[0]
             self._queue.extend(chunk.numpy().astype(np.float64))
         return unflatten_action(self._queue.popleft(), self.action_spec)
