@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from test.conftest import ROOT, configure_and_activate, read_logs, spin_until
@@ -22,8 +24,43 @@ def test_node_and_params_file_train_with_the_recipe_defaults():
     options = TrainerNodeOptions()
     assert (options.lr, options.batch_size) == (recipe.lr, recipe.batch_size)
     params = load_yaml(ROOT / "config" / "params" / "trainer.yaml")
-    values = params["trainer_node"]["ros__parameters"]
+    values = {**dataclasses.asdict(options), **params["trainer_node"]["ros__parameters"]}
     assert (values["lr"], values["batch_size"]) == (recipe.lr, recipe.batch_size)
+
+
+#: What the loop's trainer runs with (node defaults + config/params/trainer.yaml). Part of every
+#: loop checkpoint id (the train config is in the checkpoint's content): change deliberately.
+LOOP_TRAINER_SETTINGS = {"batch_size": 256, "lr": 0.003, "log_interval": 50,
+                         "val_interval": 100, "checkpoint_interval": 100, "patience": 0,
+                         "num_threads": 1, "autostart": True}
+
+
+def test_trainer_defaults_live_in_train_config_and_the_yaml_holds_only_reasoned_differences():
+    """One place for the defaults (issue 19): the node's training options default to
+    TrainConfig's fields; trainer.yaml sets only values that differ from the node's defaults,
+    each under a comment giving its reason; the loop's effective settings are pinned."""
+    from clawgym_ros.config import load_yaml
+    from clawgym_ros.nodes.trainer_node import TRAIN_DEFAULT_FIELDS, TrainerNodeOptions
+    from clawgym_ros.training.config import TrainConfig
+
+    recipe, node = TrainConfig(), TrainerNodeOptions()
+    node_fields = {f.name for f in dataclasses.fields(TrainerNodeOptions)}
+    train_fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    # Every node option that is a training setting defaults to TrainConfig's value.
+    assert set(TRAIN_DEFAULT_FIELDS) == node_fields & train_fields
+    for name in TRAIN_DEFAULT_FIELDS:
+        assert getattr(node, name) == getattr(recipe, name), name
+    path = ROOT / "config" / "params" / "trainer.yaml"
+    params = load_yaml(path)["trainer_node"]["ros__parameters"]
+    lines = path.read_text().splitlines()
+    for key, value in params.items():
+        assert key in node_fields, f"trainer.yaml sets {key}, not a trainer_node parameter"
+        assert value != getattr(node, key), \
+            f"trainer.yaml repeats the default {key}: {value}; leave it out"
+        at = next(i for i, line in enumerate(lines) if line.strip().startswith(f"{key}:"))
+        assert lines[at - 1].strip().startswith("#"), f"trainer.yaml: {key} has no reason"
+    effective = {**dataclasses.asdict(node), **params}
+    assert {k: effective[k] for k in LOOP_TRAINER_SETTINGS} == LOOP_TRAINER_SETTINGS
 
 
 def test_train_action_across_processes(procs, rclpy_context, tmp_path):

@@ -13,6 +13,10 @@ from typing import Any
 
 #: Longest wait for an action server that --server-timeout accepts (a day).
 MAX_SERVER_TIMEOUT_S = 86400.0
+#: Wait for an action server (or its return) unless told otherwise: the CLI's default and
+#: coordinator_node's (the value LoopGraph.run_loop and config/params/coordinator.yaml have
+#: used since the loop's first version; the node's own default was 60).
+DEFAULT_SERVER_TIMEOUT_S = 120.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,8 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="loop seed (default: the config's)")
     parser.add_argument("--mode", choices=("closed", "open"), default=None,
                         help="closed (steer from reports, default) or open (uniform, fixed)")
-    parser.add_argument("--server-timeout", type=float, default=120.0, metavar="S",
-                        help="seconds to wait for an action server, (0, 86400] (default: 120)")
+    parser.add_argument("--server-timeout", type=float, default=DEFAULT_SERVER_TIMEOUT_S,
+                        metavar="S",
+                        help="seconds to wait for an action server, (0, 86400] "
+                             f"(default: {DEFAULT_SERVER_TIMEOUT_S:g})")
     parser.set_defaults(handler=run)
 
 
@@ -83,7 +89,7 @@ class StatusView:
 
 def run_loop_command(config: str, out: str, iterations: int | None = None,
                      seed: int | None = None, mode: str | None = None,
-                     server_timeout: float = 120.0) -> dict[str, Any]:
+                     server_timeout: float = DEFAULT_SERVER_TIMEOUT_S) -> dict[str, Any]:
     """Validate the config, start the graph, run the loop; returns the final state."""
     from clawgym_ros.config import check_range
     from clawgym_ros.coordinator.config import load_loop_config

@@ -29,6 +29,7 @@ from rclpy.node import Node
 from clawgym_interfaces.action import Evaluate, Synthesize, Train
 from clawgym_interfaces.msg import GroupWeight, LoopStatus, MixtureEntry
 from clawgym_ros import constants as C
+from clawgym_ros.commands.loop import DEFAULT_SERVER_TIMEOUT_S
 from clawgym_ros.config import check_range
 from clawgym_ros.errors import ClawgymError, ConfigError
 from clawgym_ros.ros_io.action_client import ThreadSafeActionClient
@@ -52,7 +53,8 @@ class CoordinatorOptions:
     mode: str = dataclasses.field(
         default="", metadata={"help": "override of the config's mode (closed/open); '' = config"})
     server_timeout_s: float = dataclasses.field(
-        default=60.0, metadata={"help": "wait this long for an action server (or its return)"})
+        default=DEFAULT_SERVER_TIMEOUT_S,
+        metadata={"help": "wait this long for an action server (or its return)"})
     exit_when_done: bool = dataclasses.field(
         default=True, metadata={"help": "shut down when the loop has finished"})
 

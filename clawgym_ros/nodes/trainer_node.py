@@ -25,9 +25,21 @@ from typing import Any
 from clawgym_interfaces.action import Train
 from clawgym_interfaces.msg import GroupWeight
 from clawgym_ros import constants as C
-from clawgym_ros.config import check_int, check_range
 from clawgym_ros.ros_io.action_node import ActionLifecycleNode, spin_action_node
-from clawgym_ros.training.config import DEFAULT_BATCH_SIZE, DEFAULT_LR
+from clawgym_ros.training.config import TrainConfig
+
+_TRAIN_FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+#: TrainConfig fields a Train goal does not carry: node parameters, defaults from TrainConfig.
+TRAIN_DEFAULT_FIELDS: tuple[str, ...] = ("batch_size", "lr", "log_interval", "val_interval",
+                                         "checkpoint_interval", "patience", "num_threads")
+
+
+def _train_default(name: str, help_text: str | None = None) -> Any:
+    """A node option whose default (and help) is TrainConfig's field ``name``: one place for
+    the training defaults; config/params/trainer.yaml holds only deliberate differences."""
+    field = _TRAIN_FIELDS[name]
+    return dataclasses.field(default=field.default,
+                             metadata={"help": help_text or field.metadata["help"]})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,42 +49,37 @@ class TrainerNodeOptions:
     run_dir: str = dataclasses.field(
         default=os.environ.get(C.ENV_RUN_DIR, C.DEFAULT_RUN_DIR),
         metadata={"help": "run directory used when a goal's run_dir is empty"})
-    batch_size: int = dataclasses.field(default=DEFAULT_BATCH_SIZE,
-                                        metadata={"help": "samples per step"})
-    lr: float = dataclasses.field(default=DEFAULT_LR, metadata={"help": "learning rate"})
-    log_interval: int = dataclasses.field(
-        default=50, metadata={"help": "steps between feedback messages and log entries"})
-    val_interval: int = dataclasses.field(default=200, metadata={"help": "steps between val"})
-    checkpoint_interval: int = dataclasses.field(
-        default=1000, metadata={"help": "steps between step folders (resume points)"})
-    patience: int = dataclasses.field(
-        default=0, metadata={"help": "early stopping patience in val checks; 0 = off"})
-    num_threads: int = dataclasses.field(default=1, metadata={"help": "torch threads"})
+    batch_size: int = _train_default("batch_size")
+    lr: float = _train_default("lr")
+    log_interval: int = _train_default(
+        "log_interval", "steps between feedback messages and log entries")
+    val_interval: int = _train_default("val_interval")
+    checkpoint_interval: int = _train_default(
+        "checkpoint_interval", "steps between step folders (resume points)")
+    patience: int = _train_default("patience")
+    num_threads: int = _train_default("num_threads")
     autostart: bool = dataclasses.field(
         default=False, metadata={"help": "configure and activate at start-up"})
 
     def __post_init__(self) -> None:
-        check_int("batch_size", self.batch_size, 1)
-        check_range("lr", self.lr, 0.0, 10.0, low_open=True)
-        check_int("log_interval", self.log_interval, 1)
-        check_int("val_interval", self.val_interval, 1)
-        check_int("checkpoint_interval", self.checkpoint_interval, 1)
-        check_int("patience", self.patience, 0)
-        check_int("num_threads", self.num_threads, 1, 256)
+        # TrainConfig's own checks: one set of ranges (ConfigError names the field).
+        TrainConfig(**self.train_settings())
+
+    def train_settings(self) -> dict[str, Any]:
+        """The TrainConfig fields these options set."""
+        return {name: getattr(self, name) for name in TRAIN_DEFAULT_FIELDS}
 
 
 def goal_config(goal: Any, options: TrainerNodeOptions):
     """Train goal + node options -> TrainConfig (raises ConfigError naming the field)."""
-    from clawgym_ros.training.config import DEFAULT_HARDENING_INTENSITY, TrainConfig
+    from clawgym_ros.training.config import DEFAULT_HARDENING_INTENSITY
 
     return TrainConfig(
         steps=int(goal.steps), seed=int(goal.seed), policy=goal.policy or C.POLICY_MLP,
         group_weights={w.group: float(w.value) for w in goal.group_weights},
         frozen_groups=tuple(goal.frozen_groups), hardening_share=float(goal.hardening_share),
         hardening_intensity=float(goal.hardening_intensity) or DEFAULT_HARDENING_INTENSITY,
-        batch_size=options.batch_size, lr=options.lr, log_interval=options.log_interval,
-        val_interval=options.val_interval, checkpoint_interval=options.checkpoint_interval,
-        patience=options.patience, num_threads=options.num_threads)
+        **options.train_settings())
 
 
 def _group_msgs(values: dict[str, float]) -> list[GroupWeight]:
