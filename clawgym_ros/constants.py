@@ -71,6 +71,9 @@ TOPIC_TOOL_POSE = "tool_pose"
 #: sim_node in a task world: the task's state (std_msgs/String, JSON; latched, one per step in
 #: lockstep): template, goal, stages reached, success, contact force, task observation keys.
 TOPIC_TASK_STATE = "task_state"
+#: sim_node, lockstep mobile base: the base command stamped with the observation it acts on
+#: (geometry_msgs/TwistStamped), so a lockstep step can wait for exactly its command.
+TOPIC_CMD_VEL_STAMPED = "cmd_vel_stamped"
 
 # --- Services -------------------------------------------------------------------------------
 SRV_RESET = "sim/reset"

@@ -273,8 +273,12 @@ def test_gps_node_matches_the_core_and_serves_set_perturbation(procs, rclpy_cont
         h.close()
 
 
-def test_gps_node_and_gymnasium_wrapper_give_identical_fixes(procs, rclpy_context, tmp_path):
-    """The same seed and raw stream through the wrapper (in-process) and the node (child)."""
+@pytest.mark.parametrize("hold", [False, True], ids=["drop", "hold"])
+def test_gps_node_and_gymnasium_wrapper_give_identical_fixes(procs, rclpy_context, tmp_path,
+                                                             hold):
+    """The same seed and raw stream through the wrapper (in-process) and the node (child).
+    With ``hold`` (lockstep evaluation) the node answers every fix with what the wrapper
+    shows the policy, outages included (the last delivered fix, status NO_FIX)."""
     gym = pytest.importorskip("gymnasium")
     pytest.importorskip("mujoco")
     from sensor_msgs.msg import NavSatFix
@@ -291,7 +295,7 @@ def test_gps_node_and_gymnasium_wrapper_give_identical_fixes(procs, rclpy_contex
               "max_duration_s": 1.5}
     # Reliable in and out, as behind a lockstep sim_node: a lost input would shift the node's
     # random stream (CI once lost one under load and every later fix differed).
-    _gps_node(procs, {**params, "reliable": "true"})
+    _gps_node(procs, {**params, "reliable": "true", "hold": str(hold).lower()})
     # Raw stream from a bare env; perturbed stream from a wrapped env with the same actions.
     bare = gym.make("clawgym/MobileBase-v0", control_mode=C.CONTROL_DICT)
     wrapped = GpsDropoutWrapper(gym.make("clawgym/MobileBase-v0", control_mode=C.CONTROL_DICT),
@@ -329,15 +333,17 @@ def test_gps_node_and_gymnasium_wrapper_give_identical_fixes(procs, rclpy_contex
             assert abs(time_seconds(time_msg(t)) - t) < 1e-9
             pub.publish(sensors.navsat_fix_msg(sensors.GpsFix(*gps.tolist()), stamp=t))
             h.spin_until(lambda: False, 0.01)
-        delivered = sum(status == 0 for _, status in perturbed)
+        delivered = len(raw) if hold else sum(status == 0 for _, status in perturbed)
         h.spin_until(lambda: len(got) >= delivered, 5.0)
         assert len(got) == delivered, read_logs(tmp_path)
         for (t, _), (value, status) in zip(raw, perturbed, strict=True):
             msg = got.get(round(t * 1000))
-            if status != 0:
+            if status != 0 and not hold:
                 assert msg is None  # in an outage: nothing delivered by the node
             elif msg is not None:
                 assert [msg.latitude, msg.longitude, msg.altitude] == value.tolist()
+                if hold:
+                    assert (msg.status.status < 0) == (status != 0)
     finally:
         h.close()
 

@@ -62,7 +62,8 @@ class PolicySource:
 
     Attributes:
         kind: ``checkpoint`` (a trained policy artifact) or ``scripted`` (the baseline
-            :class:`~clawgym_ros.evaluation.scripted.ScriptedPick`).
+            :class:`~clawgym_ros.evaluation.scripted.ScriptedPick`; for gps_nav
+            :class:`~clawgym_ros.evaluation.scripted.ScriptedNav`).
         ref: checkpoint id (prefix allowed) or task name.
         run_dir: run directory holding the checkpoint's artifact store.
         options: scripted policy keyword options (name, value) pairs.
@@ -117,6 +118,13 @@ class PolicySource:
         Raises:
             ConfigError: unknown scripted options; CheckpointError: a bad checkpoint.
         """
+        if self.kind == POLICY_SCRIPTED and self.ref == C.TASK_GPS_NAV:
+            from clawgym_ros.evaluation.scripted import ScriptedNav
+
+            if self.options:
+                raise ConfigError(f"policy option {self.options[0][0]}", self.options[0][1],
+                                  "none for scripted:gps_nav")
+            return ScriptedNav()
         if self.kind == POLICY_SCRIPTED:
             from clawgym_ros.evaluation.scripted import ScriptedPick
 

@@ -16,11 +16,11 @@ episode unfolds exactly as in-process:
 2. sim_node publishes every sensor the policy needs stamped with the new simulation time
    (images only when the policy reads them; ``task_state`` in a task world: stages, success,
    contact force, collision and the task observation keys such as ``place_goal``);
-   ``policy_node`` assembles the observation of that stamp (:class:`StampedBuffer`; behind
-   gps_dropout it also listens to ``/clock`` and holds a dropped stream's last value, as the
-   Gymnasium wrappers do; sensor_noise_node holds dropped samples itself in lockstep), calls
-   the policy and publishes one ``joint_trajectory`` (header stamp = the observation's; the
-   gripper rides along as finger joints, so one message is the whole action);
+   ``policy_node`` assembles the observation of that stamp (:class:`StampedBuffer`; the
+   interposers republish held values for dropped samples in lockstep, as the Gymnasium
+   wrappers show them), calls the policy and publishes one ``joint_trajectory`` (header stamp
+   = the observation's; the gripper rides along as finger joints, so one message is the whole
+   action) or, for the mobile base (gps_nav), one ``cmd_vel_stamped`` TwistStamped;
 3. meanwhile the evaluator has already sent ``sim/step`` with ``wait_command``,
    ``command_stamp`` = that time and ``steps`` = a run of several control steps: before each
    step of the run sim_node waits until the trajectory stamped with exactly the time that step
@@ -69,9 +69,10 @@ MAX_CHUNK = 50
 #: Observation-side families: their interposers run in the lockstep graph.
 HOLD_FAMILIES: tuple[str, ...] = C.OBSERVATION_FAMILIES
 #: Families whose interposer may leave a stamp without a sample (policy_node then holds the
-#: last value via /clock): gps_dropout. sensor_noise_node, in lockstep (``reliable``),
-#: republishes the held values itself, exactly as the wrapper shows them.
-CLOCK_HOLD_FAMILIES: tuple[str, ...] = (C.FAMILY_GPS_DROPOUT,)
+#: last value via /clock): none. In lockstep (``reliable``) sensor_noise_node and
+#: gps_dropout_node republish the held values themselves, exactly as the wrappers show them
+#: (a wall-clock hold could act before a late sample arrived).
+CLOCK_HOLD_FAMILIES: tuple[str, ...] = ()
 #: Observation keys of each task env that no sensor topic carries: sim_node's ``task_state``
 #: provides them (checked against the envs' observation spaces by a test).
 TASK_OBSERVATION_KEYS: dict[str, tuple[str, ...]] = {
@@ -324,6 +325,9 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
         # The observation interposers sit between two lockstep nodes: reliable both ways (a
         # lost input would shift their random stream away from the in-process wrapper's).
         args = (("--ros-args", "-p", "reliable:=true") if family in HOLD_FAMILIES else ())
+        if family == C.FAMILY_GPS_DROPOUT:
+            # Every stamp gets a fix (held through outages, as the wrapper shows it).
+            args += ("-p", "hold:=true")
         procs.append(ProcessSpec(node, f"clawgym_ros.nodes.{node}", args))
     remaps: list[str] = []
     if C.FAMILY_SENSOR_NOISE not in families:

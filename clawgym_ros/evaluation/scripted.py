@@ -191,3 +191,54 @@ class ScriptedPick:
             dq = jac.T @ np.linalg.solve(jac @ jac.T + damping * np.eye(6), err)
             q = np.clip(q + dq, self.lower, self.upper)
         return q
+
+
+class ScriptedNav:
+    """Go-to-waypoint baseline for gps_nav (``scripted:gps_nav``): steers the base toward the
+    current waypoint of ``nav_goal`` (latitude, longitude, waypoints left) from the ``gps``
+    fix (flat-earth east/north offsets) and the IMU's yaw; stops when the route is done.
+
+    Reads only ``gps``, ``imu`` and ``nav_goal`` (what the sensor topics and sim_node's
+    task_state carry exactly), so GPS dropout and IMU noise change what it does. No
+    localization filter: during a GPS outage it steers toward the waypoint from the held fix.
+    Deterministic; stateless between steps.
+
+    Args:
+        max_speed: forward speed when facing the waypoint (m/s).
+        turn_gain: yaw rate per radian of heading error (1/s), clipped to ``max_turn``.
+        max_turn: yaw rate limit (rad/s).
+        slow_radius: within this distance (m) the speed falls linearly to zero.
+    """
+
+    #: The observation it reads (declared like a checkpoint's layout, so policy_node takes
+    #: ``nav_goal`` from task_state).
+    obs_spec = {C.OBS_GPS: 3, C.OBS_IMU: 10, C.OBS_NAV_GOAL: 3}
+
+    def __init__(self, max_speed: float = 0.8, turn_gain: float = 1.5, max_turn: float = 1.0,
+                 slow_radius: float = 2.0) -> None:
+        self.max_speed = float(max_speed)
+        self.turn_gain = float(turn_gain)
+        self.max_turn = float(max_turn)
+        self.slow_radius = float(slow_radius)
+
+    def reset(self) -> None:
+        """Nothing to forget (stateless)."""
+
+    def act(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The base twist (forward m/s, yaw rate rad/s) toward the current waypoint."""
+        from clawgym_ros.perturbations.gps import EARTH_RADIUS_M
+
+        goal = np.asarray(obs[C.OBS_NAV_GOAL], dtype=float)
+        if goal[2] <= 0:
+            return {C.ACT_BASE_TWIST: np.zeros(2)}
+        lat, lon = (float(v) for v in np.asarray(obs[C.OBS_GPS], dtype=float)[:2])
+        north = np.radians(goal[0] - lat) * EARTH_RADIUS_M
+        east = np.radians(goal[1] - lon) * EARTH_RADIUS_M * np.cos(np.radians(lat))
+        yaw = _yaw(np.asarray(obs[C.OBS_IMU], dtype=float)[:4])
+        error = float(np.arctan2(north, east)) - yaw
+        error = (error + np.pi) % (2 * np.pi) - np.pi
+        w = float(np.clip(self.turn_gain * error, -self.max_turn, self.max_turn))
+        distance = float(np.hypot(east, north))
+        v = self.max_speed * max(0.0, float(np.cos(error))) * min(1.0,
+                                                                  distance / self.slow_radius)
+        return {C.ACT_BASE_TWIST: np.array([v, w])}

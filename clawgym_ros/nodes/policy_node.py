@@ -7,7 +7,9 @@ Subscribes (sensor QoS) the perturbed sensor topics ``joint_states``, ``object_p
 observation dict with the shared
 :class:`~clawgym_ros.evaluation.observation.ObservationAssembler`; calls the policy; publishes
 (reliable) ``joint_trajectory`` (header stamp = the observation's stamp; in lockstep it also
-carries the gripper as finger joints) and, free-running, ``gripper_command``; or ``cmd_vel``.
+carries the gripper as finger joints) and, free-running, ``gripper_command``; or, for a mobile
+base, ``cmd_vel`` (free) / ``cmd_vel_stamped`` (lockstep: TwistStamped, the observation's
+stamp).
 Serves ``~/reset`` (std_srvs/Trigger): a new episode (``policy.reset()``, buffers cleared).
 
 Modes: ``lockstep`` acts exactly once per observation stamp (see
@@ -33,7 +35,7 @@ from __future__ import annotations
 import sys
 import time
 
-from geometry_msgs.msg import PoseArray, Twist
+from geometry_msgs.msg import PoseArray, Twist, TwistStamped
 from nav_msgs.msg import Odometry
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.node import Node
@@ -111,6 +113,7 @@ class PolicyNode(Node):
                                               kinematics=bool(cfg.kinematics_topic))
         self.buffer = StampedBuffer(self.assembler.required())
         self.actions = 0
+        self._last_twist = (0.0, 0.0)
         # Lockstep: the last control step (stamp, ns) the published commands cover, and the
         # inputs still waiting for their t = 0 sample after ~/reset (see _put).
         self.covered_ns: int | None = None
@@ -149,6 +152,12 @@ class PolicyNode(Node):
             if not lean:
                 self._grip_pub = self.create_publisher(GripperCommand, C.TOPIC_GRIPPER_COMMAND,
                                                        COMMAND_QOS)
+        elif lean:
+            # Lockstep: stamped with the observation acted on, so sim_node's step waits for
+            # exactly this command (cmd_vel carries no stamp).
+            self._twist_stamped_pub = self.create_publisher(
+                TwistStamped, C.TOPIC_CMD_VEL_STAMPED, COMMAND_QOS,
+                event_callbacks=PublisherEventCallbacks(use_default_callbacks=False))
         else:
             self._twist_pub = self.create_publisher(Twist, C.TOPIC_CMD_VEL, COMMAND_QOS)
         self.create_service(Trigger, f"~/{SRV_POLICY_RESET}", self._on_reset)
@@ -230,6 +239,7 @@ class PolicyNode(Node):
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
         self.policy.reset()
         self.buffer.reset()
+        self._last_twist = (0.0, 0.0)
         self.covered_ns = None
         if self.config.mode == POLICY_LOCKSTEP:
             self.starting = {*self.buffer.streams, *(("clock",) if self.config.hold_timeout > 0
@@ -272,7 +282,15 @@ class PolicyNode(Node):
         self.actions += 1
         if not self.assembler.is_arm:
             twist = base_command(action)
-            if twist is not None:
+            if lockstep:
+                if twist is None:
+                    # The step waits for a command of this stamp; the env would hold the last.
+                    twist = self._last_twist
+                self._last_twist = twist
+                msg = TwistStamped(twist=sensors.twist_msg([twist[0], 0, 0], [0, 0, twist[1]]))
+                msg.header.stamp = time_msg(stamp)
+                self._twist_stamped_pub.publish(msg)
+            elif twist is not None:
                 self._twist_pub.publish(sensors.twist_msg([twist[0], 0, 0], [0, 0, twist[1]]))
             return
         cmd = arm_command(action)

@@ -4,7 +4,8 @@ Publishes (sensor QoS unless noted): ``joint_states_raw``, ``image_raw`` + ``cam
 (wrist camera on the tabletop, front camera outdoors), ``imu/data_raw``, ``gps/fix_raw``,
 ``odom``, ``object_poses_raw`` (ground truth, tabletop), ``task_state`` (task worlds; latched,
 std_msgs/String JSON: :meth:`~clawgym_ros.sim.session.SimSession.task_state`) and ``/clock``
-(clock QoS). Subscribes (reliable): ``joint_trajectory``, ``gripper_command``, ``cmd_vel``.
+(clock QoS). Subscribes (reliable): ``joint_trajectory``, ``gripper_command``, ``cmd_vel``,
+``cmd_vel_stamped`` (TwistStamped: the lockstep base command, stamped like a trajectory).
 Serves ``sim/reset``, ``sim/step``, ``sim/set_lighting``, ``sim/set_dynamics``.
 
 Worlds: parameters ``task`` / ``template`` (empty task = the bare scene of ``scenario``) and,
@@ -28,6 +29,8 @@ for; every step publishes its sensors. A trajectory commands the step at its hea
 or, as a *chunk* (points exactly at ``control_dt, 2 control_dt, ..., n control_dt``:
 :func:`~clawgym_ros.sim.trajectory.chunk_steps`), the ``n`` steps from its stamp on: an
 open-loop policy's actions in one message, so those steps need no round trip.
+A mobile base is commanded the same way by a ``cmd_vel_stamped`` TwistStamped (the step at
+its stamp; ``cmd_vel`` carries no stamp, so a lockstep step cannot wait for it).
 ``return_state`` puts the ground truth after the run (the same ``joint_states_raw`` /
 ``object_poses_raw`` messages just published) into the response; ``no_step`` only waits (an
 episode's last command).
@@ -50,7 +53,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import rclpy
-from geometry_msgs.msg import PoseArray, Twist
+from geometry_msgs.msg import PoseArray, Twist, TwistStamped
 from nav_msgs.msg import Odometry
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
@@ -168,6 +171,9 @@ class SimNode(Node):
                                      self._on_gripper, COMMAND_QOS, event_callbacks=sub_events()),
             self.create_subscription(Twist, C.TOPIC_CMD_VEL, self._on_cmd_vel, COMMAND_QOS,
                                      event_callbacks=sub_events()),
+            self.create_subscription(
+                TwistStamped, C.TOPIC_CMD_VEL_STAMPED, self._on_cmd_vel_stamped, COMMAND_QOS,
+                callback_group=self._command_group, event_callbacks=sub_events()),
             self.create_service(ResetSim, C.SRV_RESET, self._on_reset),
             self.create_service(StepSim, C.SRV_STEP, self._on_step),
             self.create_service(SetLighting, C.SRV_SET_LIGHTING, self._on_set_lighting),
@@ -333,6 +339,17 @@ class SimNode(Node):
         v, w = sensors.planar_twist(msg)
         self._command("cmd_vel", lambda session: session.set_base_twist(v, w))
 
+    def _on_cmd_vel_stamped(self, msg: TwistStamped) -> None:
+        """The base command for the control step starting at its stamp (lockstep: a step
+        waiting for that stamp goes on)."""
+        v, w = sensors.planar_twist(msg.twist)
+        self._command("cmd_vel_stamped", lambda session: session.set_base_twist(v, w))
+        start = stamp_nanos(msg.header.stamp)
+        step = nanos(self.session.control_dt) if self.session is not None else 0
+        self._commanded = (start, start, step)
+        if self._waiter is not None and self._is_commanded(self._waiter[0]):
+            self._release_waiter(True)
+
     # ------------------------------------------------------------------ services
     def _serve(self, response, what: str, apply: Callable[[SimSession], None]):
         session = self.session
@@ -385,7 +402,9 @@ class SimNode(Node):
                     self._waiter = (want, future, time.monotonic() + timeout)
                     if not await future:
                         response.success = False
-                        response.message = (f"no joint_trajectory stamped "
+                        command = ("joint_trajectory" if self.session.is_arm
+                                   else "cmd_vel_stamped")
+                        response.message = (f"no {command} stamped "
                                             f"{want * 1e-9:.3f} within {timeout:g} s")
                         return response
                 if not steps:
@@ -412,8 +431,6 @@ class SimNode(Node):
         """Why a ``wait_command`` step cannot be served ("" when it can)."""
         session = self.session
         assert session is not None
-        if not session.is_arm:
-            return "wait_command needs an arm scenario (cmd_vel carries no stamp)"
         if self._waiter is not None:
             return "another step is already waiting for a command"
         if stamp_nanos(request.command_stamp) != nanos(session.time):

@@ -35,7 +35,7 @@ def run_ros_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_s
     """Start the graph, evaluate ``specs`` in lockstep, stop the graph.
 
     Args:
-        specs: episodes (tabletop arm tasks).
+        specs: episodes (the tasks of one scene: the arm tasks, or gps_nav).
         policy: policy text for policy_node (checkpoint id or ``scripted:<task>``).
         run_dir: run directory of the checkpoint.
         max_steps: control steps per episode; 0 = each episode's env limit.
@@ -92,26 +92,27 @@ def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log
     yields (process group, LockstepEvaluator); everything is stopped on exit."""
     import rclpy
 
-    from clawgym_ros.evaluation.rollout import resolve_world
+    from clawgym_ros.evaluation.rollout import WORLD_SCENE, resolve_world, scene_of
     from clawgym_ros.ros_io.eval_lockstep import LockstepEvaluator
     from clawgym_ros.ros_io.lean_executor import executor_for
 
-    # Checked before anything starts: a world a task cannot run in fails here, as in-process;
-    # the outdoor task is not wired over ROS (see docs/notes/evaluation_rollout.md).
+    # Checked before anything starts: a world a task cannot run in fails here, as in-process
+    # (the bare scene world scores arm tasks only; graph_processes refuses mixed scenes).
     start_world = resolve_world(specs[0].task, world) if specs else "scene"
+    scene = scene_of(specs[0].task) if specs else C.SCENE_TABLETOP
     for spec in specs:
-        resolve_world(spec.task, world)
-        if spec.task == C.TASK_GPS_NAV:
+        if resolve_world(spec.task, world) == WORLD_SCENE and \
+                scene_of(spec.task) != C.SCENE_TABLETOP:
             from clawgym_ros.errors import ConfigError
 
-            raise ConfigError("suite task", spec.task, "an arm task in ros mode (pick_place, "
-                              "peg_insert, pill_handover; gps_nav runs in_process only)")
+            raise ConfigError("world", world, f"'task' for {spec.task} (the scene world "
+                              "scores arm tasks only)")
     with contextlib.ExitStack() as stack:
         domain = stack.enter_context(reserve_domain_id(domain_id)).domain_id
         env = isolated_ros_env(domain)
         os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
         group = stack.enter_context(ProcessGroup(env=env, log_dir=log_dir))
-        for proc in graph_processes(specs, policy, run_dir, max_chunk=max_chunk,
+        for proc in graph_processes(specs, policy, run_dir, scene=scene, max_chunk=max_chunk,
                                     world=start_world):
             group.start_module(proc.name, proc.module, proc.args)
         context = rclpy.Context()
@@ -120,7 +121,7 @@ def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log
         node = rclpy.create_node(f"{C.NODE_EVALUATOR}_{suffix}", context=context,
                                  start_parameter_services=False, enable_rosout=False)
         executor = executor_for(node, context=context)
-        evaluator = LockstepEvaluator(node, tuple(families), timeout, max_steps,
+        evaluator = LockstepEvaluator(node, tuple(families), timeout, max_steps, scene=scene,
                                       executor=executor, world=world, start_world=start_world)
         try:
             yield group, evaluator

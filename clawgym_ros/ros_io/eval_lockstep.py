@@ -16,7 +16,9 @@ stages, success, contact force and collision of every step come from sim_node's
 ``task_state`` (the task env's own stage tracker, the very code the in-process path runs); in
 the ``scene`` world from :class:`~clawgym_ros.evaluation.scripted.LiftTracker`.
 
-Backend-side perturbations (lighting, dynamics) are applied by this driver through
+The GPS dropout's outages happen in gps_dropout_node; the driver advances a copy of its core
+on the same stamps (the decisions depend on stamps and seed only) for the recorded outage
+count. Backend-side perturbations (lighting, dynamics) are applied by this driver through
 ``sim/set_lighting`` / ``sim/set_dynamics`` right after each reset, as the Gymnasium wrappers
 apply them after ``env.reset`` (the lighting/dynamics nodes re-send on wall-clock timers, which
 cannot hit a lockstep step exactly); the lighting perturbation is advanced every step as the
@@ -35,6 +37,7 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseArray
+from nav_msgs.msg import Odometry
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -45,7 +48,7 @@ from std_srvs.srv import Trigger
 from clawgym_interfaces.srv import ResetSim, SetDynamics, SetLighting, SetPerturbation, StepSim
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError
-from clawgym_ros.evaluation.observation import ObservationAssembler
+from clawgym_ros.evaluation.observation import ObservationAssembler, odom_vector
 from clawgym_ros.evaluation.records import EpisodeResult
 from clawgym_ros.evaluation.rollout import (
     WORLD_SCENE,
@@ -111,11 +114,11 @@ class LockstepEvaluator:
         self.executor = executor
         self.world = world
         # The ground-truth streams of the current world (a task world adds task_state).
-        self._streams: tuple[str, ...] = ("joints", "objects") + (
-            ("task",) if start_world == WORLD_TASK else ())
+        self._streams: tuple[str, ...] = self._world_streams(scene, start_world == WORLD_TASK)
         self.steps_done = 0
         self._dt_ns = nanos(CONTROL_DT)
-        self.assembler = ObservationAssembler(scene)
+        self._assemblers = {scene: ObservationAssembler(scene)}
+        self.assembler = self._assemblers[scene]
         self.reset_client = node.create_client(ResetSim, C.SRV_RESET)
         self.step_client = node.create_client(StepSim, C.SRV_STEP)
         self.policy_client = node.create_client(Trigger, f"{C.NODE_POLICY}/{SRV_POLICY_RESET}")
@@ -125,9 +128,8 @@ class LockstepEvaluator:
         self.lighting_client = node.create_client(SetLighting, C.SRV_SET_LIGHTING)
         self.dynamics_client = node.create_client(SetDynamics, C.SRV_SET_DYNAMICS)
         # Ground truth per stream, in arrival order (one writer each: in stamp order).
-        self._truth: dict[str, collections.deque] = {"joints": collections.deque(),
-                                                     "objects": collections.deque(),
-                                                     "task": collections.deque()}
+        self._truth: dict[str, collections.deque] = {
+            key: collections.deque() for key in ("joints", "objects", "odom", "task")}
         self._arrived = threading.Condition()
         self._subs = [
             node.create_subscription(
@@ -135,7 +137,20 @@ class LockstepEvaluator:
                 event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
             for key, msg_type, topic in (("joints", JointState, C.TOPIC_JOINT_STATES_RAW),
                                          ("objects", PoseArray, C.TOPIC_OBJECT_POSES_RAW),
+                                         ("odom", Odometry, C.TOPIC_ODOM),
                                          ("task", String, C.TOPIC_TASK_STATE))]
+
+    @staticmethod
+    def _world_streams(scene: str, task_world: bool) -> tuple[str, ...]:
+        """The ground truth of a scene: joints and object poses (arm) or joints and odometry
+        (mobile base: the scorer's position and the stages' input), plus task_state."""
+        return ("joints", "objects" if scene == C.SCENE_TABLETOP else "odom") + (
+            ("task",) if task_world else ())
+
+    def _use_scene(self, scene: str) -> None:
+        if scene not in self._assemblers:
+            self._assemblers[scene] = ObservationAssembler(scene)
+        self.scene, self.assembler = scene, self._assemblers[scene]
 
     def close(self) -> None:
         """Destroy the clients."""
@@ -226,14 +241,29 @@ class LockstepEvaluator:
                 or abs(stamp_ns - after_ns - self._dt_ns) > 1000):
             raise LockstepError(f"ros evaluation: ground truth after t={after_ns * 1e-9:.3f} "
                                 "was lost (a later sample came first)")
-        js, objects = samples[0], samples[1]
+        return samples[0].header.stamp, self._truth_state(samples[0], samples[1]), \
+            samples[2].state if len(samples) > 2 else None
+
+    def _truth_state(self, js: JointState, second: Any) -> dict[str, np.ndarray]:
+        """The scorer's true state from a joint state and the object poses (arm) or the
+        odometry (base; the env's ``odom`` layout)."""
         state = self.assembler.joints(js.name, js.position, js.velocity)
-        state[C.OBS_OBJECT_POSES] = sensors.pose_array_values(objects)
-        return js.header.stamp, state, samples[2].state if len(samples) > 2 else None
+        if self.assembler.is_arm:
+            state[C.OBS_OBJECT_POSES] = sensors.pose_array_values(second)
+        else:
+            o = sensors.odom_values(second)
+            state[C.OBS_ODOM] = odom_vector(o.position, o.orientation_wxyz, o.linear_velocity,
+                                            o.angular_velocity)
+        return state
 
     def _task_at(self, at_ns: int) -> dict:
         """The task state stamped ``at_ns`` (a reset's t = 0 one); older ones are dropped."""
-        queue = self._truth["task"]
+        return self._sample_at("task", at_ns).state
+
+    def _sample_at(self, key: str, at_ns: int) -> Any:
+        """The ``key`` sample stamped ``at_ns`` (a reset's t = 0 one); older ones are
+        dropped."""
+        queue = self._truth[key]
 
         def ready() -> bool:
             with self._arrived:
@@ -241,12 +271,12 @@ class LockstepEvaluator:
                     queue.popleft()
                 return bool(queue)
 
-        self._wait_for(ready, f"task_state at t={at_ns * 1e-9:.3f}")
+        self._wait_for(ready, f"{key} at t={at_ns * 1e-9:.3f}")
         with self._arrived:
             sample = queue.popleft()
         if stamp_nanos(sample.header.stamp) != at_ns:
-            raise LockstepError(f"ros evaluation: task_state at t={at_ns * 1e-9:.3f} was lost")
-        return sample.state
+            raise LockstepError(f"ros evaluation: {key} at t={at_ns * 1e-9:.3f} was lost")
+        return sample
 
     def _drain(self, end_ns: int, seen_ns: int) -> None:
         """Drop the unscored samples of the last run up to its end ``end_ns`` (``seen_ns``:
@@ -364,22 +394,37 @@ class LockstepEvaluator:
         Raises:
             LockstepError: a node did not answer in time.
         """
-        if scene_of(spec.task) != C.SCENE_TABLETOP:
-            raise ClawgymError(f"ros evaluation: task {spec.task} is not an arm task of the "
-                               "tabletop scene (gps_nav is not wired over ROS yet)")
         world = resolve_world(spec.task, self.world)
         task_world = world == WORLD_TASK
-        self._streams = ("joints", "objects") + (("task",) if task_world else ())
+        scene = scene_of(spec.task)
+        if scene != C.SCENE_TABLETOP and not task_world:
+            raise ClawgymError(f"ros evaluation: task {spec.task} runs in its task world "
+                               "only (the scene world scores arm tasks)")
+        self._use_scene(scene)
+        self._streams = self._world_streams(scene, task_world)
         limit = episode_limit(spec.task, world, self.max_steps)
         cores = self._configure_perturbations(spec)
         reset = self._reset(int(spec.seed), world_name(spec, world))
         self._apply_backend_perturbations(cores, time_seconds(reset.stamp))
         lighting = [c for c in cores if c.config.family == C.FAMILY_LIGHTING]
-        # The state at t=0 (no command awaited, no step).
-        start = self._call(self.step_client, StepSim.Request(no_step=True, return_state=True),
-                           "sim/step (initial state)")
-        t, stamp, state = time_seconds(reset.stamp), reset.stamp, self._state(start)
+        # gps_dropout: gps_dropout_node perturbs the fixes; this copy of its core follows the
+        # same stamps (its outage decisions depend on the stamps and its seed only), so the
+        # episode's recorded parameters (the outage count) are the wrapper's.
+        gps = [c for c in cores if c.config.family == C.FAMILY_GPS_DROPOUT]
+        for core in gps:
+            core.decide(time_seconds(reset.stamp))
+        t, stamp = time_seconds(reset.stamp), reset.stamp
         now_ns = stamp_nanos(stamp)
+        if self.assembler.is_arm:
+            # The state at t=0 (no command awaited, no step).
+            start = self._call(self.step_client, StepSim.Request(no_step=True,
+                                                                 return_state=True),
+                               "sim/step (initial state)")
+            state = self._state(start)
+        else:
+            # The base's odometry is not in the response: the reset's t = 0 samples.
+            state = self._truth_state(self._sample_at("joints", now_ns),
+                                      self._sample_at("odom", now_ns))
         tracker = None
         if task_world:
             from clawgym_ros.tasks.registry import get_task
@@ -390,8 +435,10 @@ class LockstepEvaluator:
         else:
             tracker = LiftTracker()
             stages, reached, max_force = tracker.stages, [], float("inf")
-        scorer = EpisodeScorer(spec, CONTROL_DT, joint_limits(self.scene), max_force)
-        scorer.observe(t, state)
+        scorer = EpisodeScorer(spec, CONTROL_DT, joint_limits(scene), max_force)
+        # The task env's own clock (the float the in-process scorer reads; the stamp is
+        # rounded to the nanosecond, and speeds rounded to 1e-9 m/s can tell them apart).
+        scorer.observe(task.get("time", t) if task_world else t, state)
         if tracker is not None:
             tracker.update(t, state)
             reached = tracker.reached_names
@@ -409,11 +456,14 @@ class LockstepEvaluator:
                 truth_stamp, state, task = self._next_truth(now_ns)
                 now_ns = stamp_nanos(truth_stamp)
                 t = time_seconds(truth_stamp)
+                for core in gps:
+                    core.decide(t)
                 steps += 1
                 self.steps_done += 1
                 force, collision = ((task["contact_force"], task["collision"]) if task
                                     else (0.0, False))
-                if not scorer.observe(t, state, float(force), bool(collision)):
+                if not scorer.observe(task.get("time", t) if task else t, state, float(force),
+                                      bool(collision)):
                     ended = True
                     break
                 if task is not None:

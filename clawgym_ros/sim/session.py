@@ -488,7 +488,9 @@ class SimSession:
     def task_state(self) -> dict[str, Any] | None:
         """The task world's state now (None in a bare scene), JSON-able.
 
-        Keys: ``task``, ``template``, ``split``, ``stages`` (the expected order),
+        Keys: ``task``, ``time`` (the env's simulation clock, ``backend.time``: what the
+        in-process scorer reads; it accumulates the physics step, so it differs from
+        ``steps x control_dt`` in the last bits), ``template``, ``split``, ``stages``,
         ``stages_reached``, ``success`` (the env's, after the last step; False at reset),
         ``contact_force`` (N) and ``collision`` (unintended contact) of the last step,
         ``goal`` (the env's goal dict) and ``observation``: the task env's observation keys
@@ -500,7 +502,8 @@ class SimSession:
         info = self._info
         extra = {k: np.asarray(v, dtype=float).tolist() for k, v in self._obs.items()
                  if k not in SENSOR_OBS_KEYS and np.asarray(v).dtype != np.uint8}
-        return {"task": self.world.task, "template": env.template.name,
+        return {"task": self.world.task, "time": float(env.backend.time),
+                "template": env.template.name,
                 "split": env.template.split, "stages": list(env.tracker.stages),
                 "stages_reached": list(env.tracker.reached_names),
                 "success": bool(info.get("success", False)),

@@ -72,6 +72,10 @@ _TOPICS = (
              C.TOPIC_JOINT_TRAJECTORY, "joint_trajectory", "gz.msgs.JointTrajectory"),
     SimTopic(C.TOPIC_CMD_VEL, "geometry_msgs/msg/Twist", SUBSCRIBE, C.TOPIC_CMD_VEL,
              "cmd_vel", "gz.msgs.Twist"),
+    SimTopic(C.TOPIC_CMD_VEL_STAMPED, "geometry_msgs/msg/TwistStamped", SUBSCRIBE,
+             C.TOPIC_CMD_VEL_STAMPED, None, None,
+             "sim_node only: the lockstep base command, stamped with the observation it acts "
+             "on (a step waits for exactly its command); Gazebo and robots take cmd_vel"),
     SimTopic(C.TOPIC_GRIPPER_COMMAND, "clawgym_interfaces/msg/GripperCommand", SUBSCRIBE,
              C.TOPIC_GRIPPER_COMMAND, None, None,
              "custom type, no ros_gz_bridge mapping: on Gazebo send finger joints in "
