@@ -209,13 +209,16 @@ class PickPlaceTracker(StageTracker):
         close = float(np.linalg.norm(tool - obj[:3])) <= p.radius + 0.02
         return 0.004 < width < p.grasp_width + 0.008 and close
 
-    def check(self, index: int, state: Mapping[str, np.ndarray]) -> bool:
+    def _stage_view(self, index: int, state: Mapping[str, np.ndarray]):
+        """(placement, stage name, object poses, its object's pose, tool position, gripper
+        width) for stage ``index``."""
         p = self.goal.placements[index // len(STAGES)]
-        stage = STAGES[index % len(STAGES)]
         poses = state[C.OBS_OBJECT_POSES]
-        obj = poses[p.index]
-        tool = state[C.OBS_TOOL_POSE][:3]
-        width = float(state[C.OBS_GRIPPER][0])
+        return (p, STAGES[index % len(STAGES)], poses, poses[p.index],
+                state[C.OBS_TOOL_POSE][:3], float(state[C.OBS_GRIPPER][0]))
+
+    def check(self, index: int, state: Mapping[str, np.ndarray]) -> bool:
+        p, stage, poses, obj, tool, width = self._stage_view(index, state)
         if stage == "reach":
             near = float(np.linalg.norm(tool[:2] - obj[:2])) <= p.radius + 0.01
             return near and tool[2] <= obj[2] + p.half_height + 0.03 and \
@@ -237,12 +240,7 @@ class PickPlaceTracker(StageTracker):
         """Distance (m) to stage ``index``: tool to object (reach, grasp), height still to
         lift, object to its target (transport, place: over the walls, then down to rest), and
         the gripper opening still missing (release)."""
-        p = self.goal.placements[index // len(STAGES)]
-        stage = STAGES[index % len(STAGES)]
-        poses = state[C.OBS_OBJECT_POSES]
-        obj = poses[p.index]
-        tool = state[C.OBS_TOOL_POSE][:3]
-        width = float(state[C.OBS_GRIPPER][0])
+        p, stage, poses, obj, tool, width = self._stage_view(index, state)
         open_gap = max(0.0, p.grasp_width + 0.01 - width)
         if stage == "reach":
             return (float(np.linalg.norm(tool[:2] - obj[:2]))
