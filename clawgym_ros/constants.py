@@ -68,8 +68,9 @@ TOPIC_CMD_VEL_IN = "cmd_vel_in"
 TOPIC_JOINT_TRAJECTORY_IN = "joint_trajectory_in"
 TOPIC_SAFETY_STATUS = "safety_status"
 TOPIC_TOOL_POSE = "tool_pose"
-#: sim_node in a task world: the task's state (std_msgs/String, JSON; latched, one per step in
-#: lockstep): template, goal, stages reached, success, contact force, task observation keys.
+#: sim_node in a task world: the task's state (clawgym_interfaces/TaskState; latched, one per
+#: step in lockstep): template, goal, stages reached, success, contact force, task observation
+#: keys.
 TOPIC_TASK_STATE = "task_state"
 #: sim_node, lockstep mobile base: the base command stamped with the observation it acts on
 #: (geometry_msgs/TwistStamped), so a lockstep step can wait for exactly its command.

@@ -45,7 +45,8 @@ ROBOT_TOPICS = {
                         "robot gripper command (clawgym_interfaces/GripperCommand)"),
     "estop": ("/estop", "e-stop (std_msgs/Bool, True = stop)"),
     "task_state": ("/task_state", "task state with the task's observation keys such as "
-                   "place_goal (std_msgs/String JSON, latched; read when task is set)"),
+                   "place_goal (clawgym_interfaces/TaskState, latched; read when task is "
+                   "set)"),
 }
 SCENES = ("tabletop", "outdoor")
 

@@ -166,3 +166,27 @@ def test_readings_from_core_observation_vectors():
     np.testing.assert_allclose(odom.orientation_wxyz, [math.sqrt(0.5), 0, 0, math.sqrt(0.5)])
     msg = S.odometry_msg(odom)
     assert msg.pose.pose.orientation.z == pytest.approx(math.sqrt(0.5))
+
+
+@pytest.mark.parametrize("task, template", [("pick_place", "cube"), ("peg_insert", "round_peg"),
+                                            ("gps_nav", "square_route")])
+def test_task_state_message_round_trips_exactly(task, template):
+    """clawgym_interfaces/TaskState carries SimSession.task_state exactly (float64 observation
+    values, the goal as JSON, the stamp in the header); bad sizes are one line."""
+    from clawgym_ros.sim.session import SimNodeConfig, SimSession
+
+    session = SimSession(SimNodeConfig(task=task, template=template, clock_mode="lockstep"))
+    try:
+        session.step(3)
+        state = session.task_state()
+    finally:
+        session.close()
+    msg = S.task_state_msg(state, 1_234_567_890_123)
+    assert type(msg).__name__ == "TaskState" and msg.template_name == template
+    stamp, back = S.task_state_values(msg)
+    assert (stamp.sec, stamp.nanosec) == (1234, 567_890_123)
+    assert back == state
+    if state["observation"]:
+        msg.observation_sizes = [s + 1 for s in msg.observation_sizes]
+        with pytest.raises(ConfigError, match="observation_sizes"):
+            S.task_state_values(msg)

@@ -41,11 +41,10 @@ from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallba
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, Imu, JointState, NavSatFix
-from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from clawgym_interfaces.msg import GripperCommand
+from clawgym_interfaces.msg import GripperCommand, TaskState
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError
 from clawgym_ros.evaluation.observation import (
@@ -129,7 +128,7 @@ class PolicyNode(Node):
             "imu": (Imu, C.TOPIC_IMU, self._on_imu),
             "gps": (NavSatFix, C.TOPIC_GPS, self._on_gps),
             "odom": (Odometry, C.TOPIC_ODOM, self._on_odom),
-            "task": (String, C.TOPIC_TASK_STATE, self._on_task),
+            "task": (TaskState, C.TOPIC_TASK_STATE, self._on_task),
             "kinematics": (JointState, cfg.kinematics_topic, self._on_kinematics),
         }
         # Lockstep without holding (hold_timeout 0): every stream arrives for every stamp from
@@ -221,7 +220,7 @@ class PolicyNode(Node):
         self._put("odom", msg.header.stamp, odom_vector(
             o.position, o.orientation_wxyz, o.linear_velocity, o.angular_velocity))
 
-    def _on_task(self, msg: String) -> None:
+    def _on_task(self, msg: TaskState) -> None:
         try:
             stamp, state = sensors.task_state_values(msg)
         except ClawgymError as err:

@@ -3,7 +3,8 @@
 Publishes (sensor QoS unless noted): ``joint_states_raw``, ``image_raw`` + ``camera_info``
 (wrist camera on the tabletop, front camera outdoors), ``imu/data_raw``, ``gps/fix_raw``,
 ``odom``, ``object_poses_raw`` (ground truth, tabletop), ``task_state`` (task worlds; latched,
-std_msgs/String JSON: :meth:`~clawgym_ros.sim.session.SimSession.task_state`) and ``/clock``
+clawgym_interfaces/TaskState: :meth:`~clawgym_ros.sim.session.SimSession.task_state`) and
+``/clock``
 (clock QoS). Subscribes (reliable): ``joint_trajectory``, ``gripper_command``, ``cmd_vel``,
 ``cmd_vel_stamped`` (TwistStamped: the lockstep base command, stamped like a trajectory).
 Serves ``sim/reset``, ``sim/step``, ``sim/set_lighting``, ``sim/set_dynamics``.
@@ -63,10 +64,9 @@ from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, Imu, JointState, NavSatFix
-from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
-from clawgym_interfaces.msg import GripperCommand
+from clawgym_interfaces.msg import GripperCommand, TaskState
 from clawgym_interfaces.srv import ResetSim, SetDynamics, SetLighting, StepSim
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError
@@ -150,7 +150,7 @@ class SimNode(Node):
             SENSOR_ODOM: (Odometry, C.TOPIC_ODOM, cfg.publish_odom),
             SENSOR_OBJECTS: (PoseArray, C.TOPIC_OBJECT_POSES_RAW, cfg.publish_object_poses),
             # Always: a reset may switch a bare scene into a task world.
-            SENSOR_TASK: (String, C.TOPIC_TASK_STATE, True),
+            SENSOR_TASK: (TaskState, C.TOPIC_TASK_STATE, True),
             "clock": (Clock, C.TOPIC_CLOCK, cfg.publish_clock),
         }
         special = {"clock": CLOCK_QOS, SENSOR_TASK: TASK_STATE_QOS}

@@ -42,9 +42,9 @@ from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
+from clawgym_interfaces.msg import TaskState
 from clawgym_interfaces.srv import ResetSim, SetDynamics, SetLighting, SetPerturbation, StepSim
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError
@@ -138,7 +138,7 @@ class LockstepEvaluator:
             for key, msg_type, topic in (("joints", JointState, C.TOPIC_JOINT_STATES_RAW),
                                          ("objects", PoseArray, C.TOPIC_OBJECT_POSES_RAW),
                                          ("odom", Odometry, C.TOPIC_ODOM),
-                                         ("task", String, C.TOPIC_TASK_STATE))]
+                                         ("task", TaskState, C.TOPIC_TASK_STATE))]
 
     @staticmethod
     def _world_streams(scene: str, task_world: bool) -> tuple[str, ...]:
@@ -165,7 +165,7 @@ class LockstepEvaluator:
 
     def _on_truth(self, key: str, msg: Any) -> None:
         if key == "task":
-            # Same shape as the other samples: .header.stamp (the stamp rides in the JSON).
+            # Same shape as the other samples: .header.stamp, plus the state as a dict.
             stamp, state = sensors.task_state_values(msg)
             msg = types.SimpleNamespace(header=types.SimpleNamespace(stamp=stamp), state=state)
         with self._arrived:

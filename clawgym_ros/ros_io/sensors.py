@@ -11,6 +11,7 @@ plain numbers and numpy arrays (no core objects). Conventions:
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import json
 import math
@@ -22,10 +23,9 @@ from geometry_msgs.msg import Point, Pose, PoseArray, Quaternion, Twist, Vector3
 from nav_msgs.msg import Odometry
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, Imu, JointState, NavSatFix, NavSatStatus
-from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
 
-from clawgym_interfaces.msg import GripperCommand
+from clawgym_interfaces.msg import GripperCommand, TaskState
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.ros_io.convert import time_msg, time_seconds
 from clawgym_ros.sim.readings import GpsFix, ImuValues, OdomValues
@@ -428,29 +428,51 @@ def twist_msg(linear: Sequence[float], angular: Sequence[float]) -> Twist:
 
 
 # ---------------------------------------------------------------------------------------------
-# Task state (sim_node in a task world): std_msgs/String carrying JSON
+# Task state (sim_node in a task world): clawgym_interfaces/TaskState
 # ---------------------------------------------------------------------------------------------
-#: Key of the sample's simulation time (integer nanoseconds) in a task_state message.
-TASK_STAMP_KEY = "stamp_ns"
+def task_state_msg(state: dict, stamp_ns: int) -> TaskState:
+    """The ``task_state`` message (clawgym_interfaces/TaskState) of
+    :meth:`SimSession.task_state` at ``stamp_ns``. The goal (a per-task structure) rides as
+    JSON; the observation keys as names, sizes and float64 values (exact)."""
+    observation = state.get("observation", {})
+    arrays = [np.asarray(v, dtype=float).reshape(-1) for v in observation.values()]
+    msg = TaskState(
+        task=state["task"], template_name=state["template"], split=state["split"],
+        time=float(state["time"]), stages=list(state["stages"]),
+        stages_reached=list(state["stages_reached"]), success=bool(state["success"]),
+        contact_force=float(state["contact_force"]), collision=bool(state["collision"]),
+        goal_json=json.dumps(state["goal"], separators=(",", ":")),
+        observation_keys=list(observation), observation_sizes=[a.size for a in arrays])
+    msg.header.stamp = Time(sec=int(stamp_ns) // 1_000_000_000,
+                            nanosec=int(stamp_ns) % 1_000_000_000)
+    if arrays:
+        msg.observation_values = array.array("d", np.concatenate(arrays).tobytes())
+    return msg
 
 
-def task_state_msg(state: dict, stamp_ns: int) -> String:
-    """The ``task_state`` message of :meth:`SimSession.task_state` at ``stamp_ns`` (JSON; the
-    stamp rides in the document: std_msgs/String has no header)."""
-    return String(data=json.dumps({TASK_STAMP_KEY: int(stamp_ns), **state},
-                                  separators=(",", ":")))
-
-
-def task_state_values(msg: String) -> tuple[Time, dict]:
-    """(stamp, state dict) of a ``task_state`` message.
+def task_state_values(msg: TaskState) -> tuple[Time, dict]:
+    """(stamp, state dict) of a ``task_state`` message: the keys of
+    :meth:`SimSession.task_state` (``observation`` values as lists).
 
     Raises:
-        ConfigError: not a task-state JSON document.
+        ConfigError: observation sizes that do not add up to its values, or a goal that is
+            not JSON.
     """
+    sizes = list(msg.observation_sizes)
+    values = np.asarray(msg.observation_values, dtype=float)
+    if len(sizes) != len(msg.observation_keys) or sum(sizes) != values.size:
+        raise ConfigError("task_state.observation_sizes", sizes,
+                          f"one size per key ({len(msg.observation_keys)}) adding up to the "
+                          f"{values.size} values")
     try:
-        state = json.loads(msg.data)
-        ns = int(state.pop(TASK_STAMP_KEY))
-    except (ValueError, TypeError, KeyError, AttributeError):
-        raise ConfigError("task_state", msg.data[:60], "a JSON object with "
-                          f"{TASK_STAMP_KEY}") from None
-    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000), state
+        goal = json.loads(msg.goal_json) if msg.goal_json else {}
+    except ValueError:
+        raise ConfigError("task_state.goal_json", msg.goal_json[:60], "JSON") from None
+    bounds = np.cumsum([0, *sizes])
+    observation = {key: values[bounds[i]:bounds[i + 1]].tolist()
+                   for i, key in enumerate(msg.observation_keys)}
+    return msg.header.stamp, {
+        "task": msg.task, "time": msg.time, "template": msg.template_name, "split": msg.split,
+        "stages": list(msg.stages), "stages_reached": list(msg.stages_reached),
+        "success": msg.success, "contact_force": msg.contact_force,
+        "collision": msg.collision, "goal": goal, "observation": observation}

@@ -64,10 +64,10 @@ _TOPICS = (
              "gz.msgs.Pose_V",
              "Gazebo sends every dynamic link's pose (robot links included), not only objects; "
              "the world name is the scene's (gazebo_launch renders the bridge config)"),
-    SimTopic(C.TOPIC_TASK_STATE, "std_msgs/msg/String", PUBLISH, C.TOPIC_TASK_STATE, None,
-             None, "sim_node only, in a task world (JSON: template, goal, stages reached, "
-             "success, contact force, task observation keys such as place_goal); Gazebo "
-             "runs no stage tracker"),
+    SimTopic(C.TOPIC_TASK_STATE, "clawgym_interfaces/msg/TaskState", PUBLISH,
+             C.TOPIC_TASK_STATE, None, None, "sim_node only, in a task world (template, goal, "
+             "stages reached, success, contact force, task observation keys such as "
+             "place_goal); Gazebo runs no stage tracker"),
     SimTopic(C.TOPIC_JOINT_TRAJECTORY, "trajectory_msgs/msg/JointTrajectory", SUBSCRIBE,
              C.TOPIC_JOINT_TRAJECTORY, "joint_trajectory", "gz.msgs.JointTrajectory"),
     SimTopic(C.TOPIC_CMD_VEL, "geometry_msgs/msg/Twist", SUBSCRIBE, C.TOPIC_CMD_VEL,
