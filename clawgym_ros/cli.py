@@ -28,6 +28,7 @@ COMMANDS: tuple[str, ...] = (
     "bench",
     "report",
     "prefs",
+    "judge",
     "train",
     "eval",
     "synth",

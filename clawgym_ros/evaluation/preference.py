@@ -11,6 +11,9 @@ field          required  meaning
 ``preferred``  yes       ``a``, ``b`` or ``tie`` (a tie counts half a win for each)
 ``rater``      no        who judged (kept for audits; not used by the fit)
 ``context``    no        task or episode the clips came from
+``reason``     no        why, one tag of :data:`REASONS` (``rhythm``, ``fault_tolerance``,
+                         ``naturalness``, ``safety``); the structured feedback protocol's
+                         dimensions, kept for audits and not used by the fit
 =============  ========  ===============================================================
 
 JSON: either a list of such objects or ``{"judgments": [...]}``. Unknown columns or keys are
@@ -25,7 +28,8 @@ differences between items are identified by the judgments).
 
 Store: ``<run>/preferences/judgments.jsonl``, append-only: every ingest rewrites the file
 atomically with the new judgments appended (readers never see half a line), each line tagged
-with the sha256 of its source file; ingesting a file with the same content again adds nothing.
+with the sha256 of its source (a file's content, or a key the caller chooses, e.g. one judged
+pair of a ``clawgym judge`` session); ingesting the same source again adds nothing.
 """
 
 from __future__ import annotations
@@ -59,7 +63,9 @@ MAX_JUDGMENTS = 50_000
 #: Largest judgments file read (MAX_JUDGMENTS rows of ~80 bytes).
 MAX_JUDGMENTS_BYTES = 4 << 20
 REQUIRED = ("item_a", "item_b", "preferred")
-OPTIONAL = ("rater", "context")
+OPTIONAL = ("rater", "context", "reason")
+#: Reason tags a judgment may carry (the design's structured feedback protocol).
+REASONS = ("rhythm", "fault_tolerance", "naturalness", "safety")
 FIELDS = REQUIRED + OPTIONAL
 
 
@@ -72,6 +78,7 @@ class Judgment:
     preferred: str
     rater: str = ""
     context: str = ""
+    reason: str = ""
 
     @property
     def score_a(self) -> float:
@@ -79,12 +86,22 @@ class Judgment:
         return {"a": 1.0, "b": 0.0, "tie": 0.5}[self.preferred]
 
     def to_dict(self) -> dict[str, str]:
-        """The fields as a mapping (dataclasses.asdict, without its deep copy)."""
-        return {"item_a": self.item_a, "item_b": self.item_b, "preferred": self.preferred,
-                "rater": self.rater, "context": self.context}
+        """The fields as a mapping (dataclasses.asdict, without its deep copy); ``reason`` only
+        when given, so judgments without one are stored as before the field existed."""
+        out = {"item_a": self.item_a, "item_b": self.item_b, "preferred": self.preferred,
+               "rater": self.rater, "context": self.context}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
 
-def _judgment(row: dict[str, Any], where: str) -> Judgment:
+def to_judgment(row: dict[str, Any], where: str) -> Judgment:
+    """Validate one judgment given as a mapping of the fields (a CSV row, a JSON object).
+
+    Raises:
+        ConfigError: an unknown field, a missing or non-string value, a line break, equal
+            items, an unknown ``preferred`` or ``reason``; names ``where``.
+    """
     for key in row:
         if key not in FIELDS:
             raise ConfigError(str(key), row[key], "one of the fields " + ", ".join(FIELDS), where)
@@ -106,8 +123,11 @@ def _judgment(row: dict[str, Any], where: str) -> Judgment:
     preferred = row["preferred"].strip().lower()
     if preferred not in PREFERRED:
         raise ConfigError("preferred", row["preferred"], "one of " + ", ".join(PREFERRED), where)
+    reason = row.get("reason", "").strip().lower()
+    if reason and reason not in REASONS:
+        raise ConfigError("reason", row["reason"], "empty or one of " + ", ".join(REASONS), where)
     return Judgment(item_a, item_b, preferred, row.get("rater", "").strip(),
-                    row.get("context", "").strip())
+                    row.get("context", "").strip(), reason)
 
 
 def parse_judgments(text: str, source: str) -> list[Judgment]:
@@ -140,7 +160,7 @@ def parse_judgments(text: str, source: str) -> list[Judgment]:
             if not isinstance(row, dict):
                 raise ConfigError("judgment", row, "an object with fields " + ", ".join(FIELDS),
                                   where)
-            out.append(_judgment(row, where))
+            out.append(to_judgment(row, where))
         return out
     reader = csv.DictReader(io.StringIO(text))
     try:
@@ -159,7 +179,7 @@ def parse_judgments(text: str, source: str) -> list[Judgment]:
             if None in row:
                 raise ConfigError("row", ",".join(row[None]), f"at most {len(header)} fields",
                                   where)
-            out.append(_judgment({k: (v or "") for k, v in row.items()}, where))
+            out.append(to_judgment({k: (v or "") for k, v in row.items()}, where))
             if len(out) > MAX_JUDGMENTS:
                 raise ConfigError("rows", f"over {MAX_JUDGMENTS}", f"at most {MAX_JUDGMENTS} "
                                   "judgments", source)
@@ -307,7 +327,7 @@ def read_store(run_dir: str | Path) -> list[Judgment]:
     for lineno, row in _store_rows(path, read_text(path, "judgments store", 1 << 30)):
         row = dict(row)
         row.pop("source_sha256", None)
-        out.append(_judgment(row, f"{path}: line {lineno}"))
+        out.append(to_judgment(row, f"{path}: line {lineno}"))
     return out
 
 
@@ -346,24 +366,44 @@ def ingest(run_dir: str | Path, path: str | Path) -> tuple[int, int]:
     """
     judgments = load_judgments(path)
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return add_judgments(run_dir, judgments, digest, str(path))
+
+
+def add_judgments(run_dir: str | Path, judgments: Sequence[Judgment], source_sha256: str,
+                  source: str) -> tuple[int, int]:
+    """Append validated judgments to the run's store atomically, under the store's lock.
+
+    Args:
+        judgments: validated judgments (:func:`parse_judgments`, or built by a caller that
+            validated them the same way).
+        source_sha256: the key of their source; a source already in the store adds nothing.
+        source: what to name in errors (a file, a judging session).
+
+    Returns:
+        (judgments added, judgments in the store now).
+
+    Raises:
+        ConfigError: the store would exceed :data:`MAX_JUDGMENTS` or :data:`MAX_ITEMS`, or it
+            is damaged (nothing is added).
+    """
     target = store_path(run_dir)
     with _locked(target):
         existing = (read_text(target, "judgments store", 1 << 30) if target.is_file()
                     else "")
         lines = [ln for ln in existing.splitlines() if ln.strip()]
         rows = _store_rows(target, existing)
-        if any(row.get("source_sha256") == digest for _, row in rows):
+        if any(row.get("source_sha256") == source_sha256 for _, row in rows):
             return 0, len(lines)
         if len(rows) + len(judgments) > MAX_JUDGMENTS:
             raise ConfigError("judgments", len(rows) + len(judgments), f"at most "
-                              f"{MAX_JUDGMENTS} in the run's store with this file", str(path))
+                              f"{MAX_JUDGMENTS} in the run's store with this file", source)
         items = {str(row.get(k)) for _, row in rows for k in ("item_a", "item_b")}
         items |= {it for j in judgments for it in (j.item_a, j.item_b)}
         if len(items) > MAX_ITEMS:     # refused before it enters the store
             raise ConfigError("items", len(items), f"at most {MAX_ITEMS} distinct items in "
-                              "the run's store with this file", str(path))
+                              "the run's store with this file", source)
         for j in judgments:
-            lines.append(json.dumps({**j.to_dict(), "source_sha256": digest},
+            lines.append(json.dumps({**j.to_dict(), "source_sha256": source_sha256},
                                     sort_keys=True))
         atomic_write_text(target, "\n".join(lines) + "\n")
     return len(judgments), len(lines)
