@@ -29,6 +29,7 @@ COMMANDS: tuple[str, ...] = (
     "report",
     "prefs",
     "judge",
+    "view",
     "train",
     "eval",
     "synth",
