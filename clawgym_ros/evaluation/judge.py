@@ -98,7 +98,7 @@ def pick_specs(specs: Sequence[EpisodeSpec], count: int) -> list[EpisodeSpec]:
     Raises:
         ConfigError: ``count`` outside 1..min(len(specs), MAX_PAIRS).
     """
-    check_int("pairs", count, 1, min(len(specs), MAX_PAIRS))
+    check_int("--pairs", count, 1, min(len(specs), MAX_PAIRS))
     return list(specs[:count])
 
 
@@ -201,7 +201,7 @@ def build_pairs(first: PolicySource, second: PolicySource, specs: Sequence[Episo
     """
     if first.label == second.label:
         raise ConfigError("--b", second.label, f"a policy other than --a ({first.label})")
-    check_int("frames", frames, 2, MAX_FRAMES)
+    check_int("--frames", frames, 2, MAX_FRAMES)
     check_int("width", width, 16, 640)
     check_int("height", height, 16, 480)
     clips = []
