@@ -6,10 +6,11 @@ import argparse
 
 from clawgym_ros.commands import add_run_dir
 
+#: Where ``rerun`` (the viewer) listens for SDK connections by default (its gRPC port).
+DEFAULT_VIEWER = "127.0.0.1:9876"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from clawgym_ros.report.rerun_view import DEFAULT_VIEWER
-
     parser = sub.add_parser("view", help="log an episode (joint states, object poses, camera "
                             "frames, stages, perturbation) or a report to Rerun")
     parser.add_argument("target", metavar="EPISODE|REPORT",

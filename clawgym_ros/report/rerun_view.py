@@ -47,8 +47,6 @@ import numpy as np
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError
 
-#: Where ``rerun`` (the viewer) listens for SDK connections by default.
-DEFAULT_VIEWER = "127.0.0.1:9876"
 APP_ID = "clawgym"
 OBJECT_BOX_HALF_SIZE = 0.02
 
