@@ -210,7 +210,7 @@ def _report_judgments(run: Path, suite: Path) -> dict | None:
 
 
 @pytest.mark.skipif(chromium_path() is None, reason="Chromium is not installed (Debian package "
-                    "'chromium', in the Makefile's APT_PACKAGES): no browser to drive")
+                    "'chromium': apt-get install chromium): no browser to drive")
 @pytest.mark.timeout(240)
 def test_browser_clicks_through_five_pairs(tmp_path):
     run = tmp_path / "run"
