@@ -160,6 +160,7 @@ def test_bad_targets_are_one_clear_line(dataset, tmp_path):
         ((f"{ds.id}:x",), "episode index 'x'"),
         ((ds.id, "--save", str(tmp_path / "x.txt")), "a file name ending in .rrd"),
         (("0" * 64,), "0000000000"),
+        ((str(tmp_path / "missing.mcap"),), "missing.mcap: no such episode file"),
     ]:
         result = clawgym("view", *args, "--run-dir", str(run))
         assert result.returncode == 2, result.stderr

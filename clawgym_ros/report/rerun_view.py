@@ -225,7 +225,10 @@ def resolve(run_dir: str | Path, ref: str) -> tuple[str, Any, str]:
     from clawgym_ros.dataset.episode_mcap import read_episode
 
     path = Path(ref)
-    if ref.endswith(".mcap") and path.is_file():
+    if ref.endswith(".mcap"):
+        if not path.is_file():
+            raise ViewError(f"{ref}: no such episode file (an .mcap file, a dataset id with "
+                            "an optional :INDEX, or a report id)")
         return "episode", read_episode(path), path.stem
     from clawgym_ros.artifacts import ArtifactStore
 
