@@ -71,3 +71,31 @@ def configure_and_activate(node, executor, target: str, tmp_path: Path,
         future = change.call_async(ChangeState.Request(transition=Transition(id=transition)))
         assert spin_until(executor, future.done, timeout), read_logs(tmp_path)
         assert future.result().success, read_logs(tmp_path)
+
+
+def tiny_suite_yaml(episodes: int, description: str) -> str:
+    """A nominal pick_place/cube evaluation suite of ``episodes`` episodes (suite YAML)."""
+    return (f"name: tiny\ndescription: {description}\nseed: 0\n"
+            f"episodes_per_cell: {episodes}\nschedule: constant\ntasks:\n"
+            "  - task: pick_place\n    templates: [cube]\ncells:\n  nominal: true\n")
+
+
+def synthetic_train_run(tmp_path_factory) -> tuple[Path, str]:
+    """A run folder holding one small synthetic table dataset: (run folder, dataset id)."""
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.training.synthetic import synthetic_dataset
+
+    root = tmp_path_factory.mktemp("run")
+    dataset = synthetic_dataset(ArtifactStore(root), rows=1200, episode_len=40, groups=2)
+    return root, dataset.id
+
+
+def train_cli(capsys, run: tuple[Path, str], *extra: str) -> tuple[int, str, str]:
+    """`clawgym train` for 20 small steps on ``run``'s dataset: (exit code, stdout, stderr)."""
+    from clawgym_ros.cli import main
+
+    root, dataset = run
+    code = main(["train", "--dataset", dataset[:12], "--steps", "20", "--seed", "0",
+                 "--out", str(root), "--batch-size", "32", *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err

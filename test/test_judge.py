@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import sys
-import textwrap
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -32,6 +31,7 @@ from clawgym_ros.evaluation.preference import (
 from clawgym_ros.evaluation.rollout import PolicySource
 from clawgym_ros.evaluation.suites import expand, load_suite
 from clawgym_ros.report.judge_page import TOKEN_HEADER, JudgeServer, JudgeSession, is_local
+from test.conftest import tiny_suite_yaml
 
 from .browser import Browser, chromium_path
 
@@ -187,18 +187,8 @@ def test_a_request_from_another_machine_is_refused(pairs, tmp_path):
     assert not store_path(tmp_path / "run").exists()
 
 
-TINY_SUITE = textwrap.dedent("""\
-    name: tiny
-    description: one nominal pick_place episode (judge test)
-    seed: 0
-    episodes_per_cell: 1
-    schedule: constant
-    tasks:
-      - task: pick_place
-        templates: [cube]
-    cells:
-      nominal: true
-""")
+TINY_SUITE = tiny_suite_yaml(1, "one nominal pick_place episode (judge test)")
+
 
 
 def _report_judgments(run: Path, suite: Path) -> dict | None:

@@ -19,7 +19,6 @@ from torch import nn  # noqa: E402
 
 from clawgym_ros import constants as C  # noqa: E402
 from clawgym_ros.artifacts import ArtifactStore  # noqa: E402
-from clawgym_ros.cli import main  # noqa: E402
 from clawgym_ros.errors import CheckpointError, ConfigError  # noqa: E402
 from clawgym_ros.training import registry  # noqa: E402
 from clawgym_ros.training.bc import train  # noqa: E402
@@ -27,7 +26,8 @@ from clawgym_ros.training.checkpoint import load_checkpoint, load_policy  # noqa
 from clawgym_ros.training.config import TrainConfig  # noqa: E402
 from clawgym_ros.training.policies import PolicyModel, TensorBatch, build_policy  # noqa: E402
 from clawgym_ros.training.registry import register_policy  # noqa: E402
-from clawgym_ros.training.synthetic import OBS_SPEC, synthetic_dataset, synthetic_table  # noqa: E402
+from clawgym_ros.training.synthetic import OBS_SPEC, synthetic_table  # noqa: E402
+from test.conftest import synthetic_train_run, train_cli  # noqa: E402
 
 TOY = "toy_huber"
 
@@ -109,17 +109,11 @@ def test_a_name_is_registered_once():
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("run")
-    dataset = synthetic_dataset(ArtifactStore(root), rows=1200, episode_len=40, groups=2)
-    return root, dataset.id
+    return synthetic_train_run(tmp_path_factory)
 
 
 def _train_cli(capsys, run_dir, *extra: str) -> tuple[int, str, str]:
-    root, dataset = run_dir
-    code = main(["train", "--dataset", dataset[:12], "--steps", "20", "--seed", "0",
-                 "--out", str(root), "--batch-size", "32", "--chunk", "2", *extra])
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return train_cli(capsys, run_dir, "--chunk", "2", *extra)
 
 
 def test_cli_trains_a_registered_policy(run_dir, capsys):

@@ -12,22 +12,16 @@ pytest.importorskip("torch")
 from clawgym_ros import constants as C  # noqa: E402
 from clawgym_ros.artifacts import ArtifactStore  # noqa: E402
 from clawgym_ros.cli import main  # noqa: E402
-from clawgym_ros.training.synthetic import synthetic_dataset  # noqa: E402
+from test.conftest import synthetic_train_run, train_cli  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("run")
-    dataset = synthetic_dataset(ArtifactStore(root), rows=1200, episode_len=40, groups=2)
-    return root, dataset.id
+    return synthetic_train_run(tmp_path_factory)
 
 
 def _train(capsys, run_dir, *extra: str) -> tuple[int, str, str]:
-    root, dataset = run_dir
-    code = main(["train", "--dataset", dataset[:12], "--steps", "20", "--seed", "0",
-                 "--out", str(root), "--batch-size", "32", *extra])
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return train_cli(capsys, run_dir, *extra)
 
 
 def test_train_prints_the_checkpoint_id_with_lineage(run_dir, capsys, tmp_path):

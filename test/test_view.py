@@ -10,7 +10,6 @@ import re
 import socket
 import subprocess
 import sys
-import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import rerun.chunk as rerun_chunk  # pinned in requirements.txt: missing is a fa
 
 from clawgym_ros.artifacts import ArtifactStore
 from clawgym_ros.dataset.reader import Dataset
+from test.conftest import tiny_suite_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUT = ROOT / "config" / "foxglove" / "episode_layout.json"
@@ -117,18 +117,7 @@ def test_without_a_viewer_it_saves_an_rrd_file(dataset, tmp_path):
 
 def test_a_report_reads_back_from_the_rrd(tmp_path):
     suite = tmp_path / "tiny.yaml"
-    suite.write_text(textwrap.dedent("""\
-        name: tiny
-        description: two nominal pick_place episodes (view test)
-        seed: 0
-        episodes_per_cell: 2
-        schedule: constant
-        tasks:
-          - task: pick_place
-            templates: [cube]
-        cells:
-          nominal: true
-    """))
+    suite.write_text(tiny_suite_yaml(2, "two nominal pick_place episodes (view test)"))
     run = tmp_path / "run"
     result = clawgym("eval", "--policy", "scripted:pick_place", "--suite", str(suite),
                      "--seed", "1", "--out", str(run), "--workers", "1", "--max-steps", "30")
