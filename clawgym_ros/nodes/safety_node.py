@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import sys
 
-import rclpy
 from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
@@ -26,9 +24,9 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from clawgym_ros import constants as C
-from clawgym_ros.errors import ClawgymError
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS
+from clawgym_ros.ros_io.spin import spin
 from clawgym_ros.safety import PASS, STOPPED, SafetyFilter, SafetyLimits
 
 
@@ -131,25 +129,7 @@ class SafetyNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Console script ``safety_node``."""
-    rclpy.init(args=args)
-    executor = SingleThreadedExecutor()
-    node = None
-    try:
-        node = SafetyNode()
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except ClawgymError as err:
-        print(f"{C.NODE_SAFETY}: error: {err}", file=sys.stderr)
-        return 2
-    finally:
-        if node is not None:
-            node.destroy_node()
-        executor.shutdown()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+    return spin(SafetyNode, args)
 
 
 if __name__ == "__main__":

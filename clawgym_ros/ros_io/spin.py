@@ -108,6 +108,11 @@ def spin(node_factory: Callable[[], Node], args: list[str] | None = None,
         name = node.get_name() if node is not None else "node"
         print(f"{name}: error: {err}", file=sys.stderr)
         return 2
+    except Exception:
+        # A callback that was running when Ctrl-C / SIGTERM shut the context down fails on its
+        # next publish or take ("context is invalid"): that is the stop asked for, not a fault.
+        if rclpy.ok():
+            raise
     finally:
         if executor is not None:
             executor.shutdown()
