@@ -6,7 +6,8 @@ wraps it between the policy's command topics and the robot's):
 - e-stop: one ``True`` on the e-stop topic latches a stop; every later command becomes a zero
   command until :meth:`SafetyFilter.reset` (an operator's explicit reset; a ``False`` on the
   topic does not clear it). With ``estop_timeout_s > 0`` a missing e-stop heartbeat also
-  latches the stop (a dead operator console must stop the robot).
+  latches the stop (a dead operator console must stop the robot); until the first e-stop
+  message arrives, commands are held without latching.
 - velocity: base twists are clamped to ``max_linear_speed`` / ``max_angular_speed`` (the
   direction kept); arm joint targets are moved toward the target by at most
   ``max_joint_speed * dt`` per joint and clipped into the joint limits. ``dt`` is the time
@@ -130,12 +131,16 @@ class SafetyFilter:
         self._last_estop_msg = now
 
     def check_heartbeat(self, now: float) -> bool:
-        """Latch a stop if the e-stop heartbeat is overdue; returns whether stopped."""
+        """Whether commands are stopped: the latch; or, with a heartbeat required, no e-stop
+        message seen yet (a hold, not a latch: the operator's console may still be connecting,
+        and a startup race must not need an operator reset; the robot holds meanwhile). An
+        overdue heartbeat after the first latches the stop."""
         timeout = self.limits.estop_timeout_s
         if timeout > 0 and not self.stopped:
             if self._last_estop_msg is None:
-                self._last_estop_msg = now
-            elif now - self._last_estop_msg > timeout:
+                self.stop_reason = "waiting for the first e-stop heartbeat"
+                return True
+            if now - self._last_estop_msg > timeout:
                 self.stopped = True
                 self.stop_reason = f"no e-stop heartbeat for {now - self._last_estop_msg:.2f} s"
         return self.stopped

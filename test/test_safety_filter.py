@@ -64,6 +64,10 @@ def test_a_target_due_at_once_moves_one_command_period():
 
 def test_estop_latches_until_reset_and_heartbeat_timeout():
     f = SafetyFilter(SafetyLimits(estop_timeout_s=0.5))
+    # Before the first heartbeat: held, not latched (however long the console takes).
+    v = f.filter_twist((0.1, 0.0), 0.0, None, 0.0)
+    assert v.action == STOPPED and "waiting for the first e-stop heartbeat" in v.reason
+    assert f.filter_twist((0.1, 0.0), 0.0, None, 30.0).action == STOPPED and not f.stopped
     f.estop(False, now=0.0)
     assert f.filter_twist((0.1, 0.0), 0.0, None, 0.2).action == PASS
     f.estop(True, now=0.3)

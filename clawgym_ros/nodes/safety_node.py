@@ -108,7 +108,8 @@ class SafetyNode(Node):
             self._stop_now()
 
     def on_timer(self) -> None:
-        if self.filter.check_heartbeat(self.now()) and not self._was_stopped:
+        self.filter.check_heartbeat(self.now())
+        if self.filter.stopped and not self._was_stopped:   # latched, not the startup hold
             self._stop_now()
 
     def _stop_now(self) -> None:
