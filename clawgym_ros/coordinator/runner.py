@@ -118,18 +118,6 @@ def resolve_group_weights(patterns: Mapping[str, float], groups: Sequence[str]
     return dict(sorted(out.items()))
 
 
-def dataset_groups(store: ArtifactStore, dataset_ids: Sequence[str]) -> list[str]:
-    """Training group names (``task/template/family``) present in the datasets."""
-    from clawgym_ros.dataset.reader import open_dataset
-    from clawgym_ros.dataset.table import group_name
-
-    names: dict[str, None] = {}
-    for ref in dataset_ids:
-        for row in open_dataset(store, ref).index:
-            names[group_name(row["task"], row["template"], row["family"])] = None
-    return list(names)
-
-
 def read_report(store: ArtifactStore, report_id: str) -> dict[str, Any]:
     """The report.json of a report artifact."""
     art = store.get(report_id, C.KIND_REPORT)
@@ -296,7 +284,9 @@ class LoopRunner:
             if self.cfg.accumulate else \
             [d for d in (cur["dataset_id"], cur.get("recovery_dataset_id")) if d]
         previous = state.iterations[-2]["checkpoint_id"] if len(state.iterations) > 1 else ""
-        groups = dataset_groups(self.store, datasets)
+        from clawgym_ros.dataset.reader import dataset_group_names
+
+        groups = dataset_group_names(self.store, datasets)
         goal = TrainGoal(
             dataset_ids=tuple(datasets), steps=plan["train_steps"], seed=plan["seeds"]["train"],
             policy=self.cfg.policy,

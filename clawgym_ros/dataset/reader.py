@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +86,15 @@ def _load_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     except (OSError, ValueError) as err:
         raise DatasetError(f"{path} is missing or unreadable: {err}") from None
+
+
+def dataset_group_names(store: ArtifactStore, dataset_ids: Sequence[str]) -> list[str]:
+    """Training group names (``task/template/family``) in MCAP datasets' episode indexes, in
+    first-seen order (no episode is read)."""
+    from clawgym_ros.dataset.table import group_name
+
+    names: dict[str, None] = {}
+    for ref in dataset_ids:
+        for row in open_dataset(store, ref).index:
+            names[group_name(row["task"], row["template"], row["family"])] = None
+    return list(names)

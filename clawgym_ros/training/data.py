@@ -223,6 +223,7 @@ def episode_group_names(store: ArtifactStore, dataset_ids: list[str]) -> list[st
     artifacts = [store.resolve(ref, C.KIND_DATASET) for ref in dataset_ids]
     if any((a.path / TABLE_FILE).is_file() for a in artifacts):
         return None
-    from clawgym_ros.coordinator.runner import dataset_groups
+    from clawgym_ros.dataset.reader import dataset_group_names
 
-    return dataset_groups(store, [a.id for a in artifacts])
+    return dataset_group_names(store, [a.id for a in artifacts])
+
