@@ -1,7 +1,9 @@
-"""`clawgym bench eval --quick`: the evaluation benchmark runs end to end (smoke, ~20 s).
+"""`clawgym bench eval --quick`: the evaluation benchmark runs end to end (smoke, ~60 s: it
+trains a small torch checkpoint on 2 demonstrations).
 
 Checks the JSON shape and that the numbers are consistent (same episodes replayed, results of
-1 and 2 workers identical, ROS steps counted), not the speed targets (machine-dependent; see
+1 and 2 workers identical, ROS steps counted, the torch checkpoint's ROS records equal its
+in-process ones chunked and per step), not the speed targets (machine-dependent; see
 docs/notes/evaluation_rollout.md).
 """
 
@@ -45,3 +47,26 @@ def test_bench_eval_quick(capsys):
         assert set(ros["cpu_ms_per_step"]) == {"sim_node", "policy_node", "evaluator"}
     # The same episodes either way (chunks change the transport, not the steps).
     assert result["ros"]["control_steps"] == result["ros_per_step"]["control_steps"]
+    # A trained torch checkpoint (trained in the bench: 2 demonstrations, 40 steps), beside
+    # in-process, chunked and per step, on the same task-world episodes with equal records.
+    torch = result["torch"]
+    assert len(torch["checkpoint"]) == 64 and torch["world"] == "task"
+    assert torch["trained_here"]["demonstrations"] == 2
+    assert torch["trained_here"]["train_steps"] == 40
+    assert torch["identical_records"] is True
+    steps = torch["inprocess"]["control_steps"]
+    assert steps > 0 and torch["inprocess"]["control_steps_per_s"] > 0
+    for key in ("ros", "ros_per_step"):
+        assert torch[key]["control_steps"] == steps and torch[key]["control_steps_per_s"] > 0
+
+
+@pytest.mark.parametrize("args, named", [
+    (["eval", "--checkpoint", "abcdef12"], "--checkpoint='abcdef12'"),
+    (["sim", "--checkpoint", "abcdef12", "--run-dir", "runs/x"], "only with the eval area"),
+])
+def test_bench_checkpoint_options_are_checked(args, named, capsys):
+    from clawgym_ros.cli import main
+
+    assert main(["bench", *args, "--json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and named in err[0], err

@@ -24,11 +24,12 @@ AREAS: dict[str, str] = {
 }
 
 
-def run_area(area: str, quick: bool = False, seed: int = 0) -> dict[str, Any]:
-    """Run one benchmark area and add the context (machine, time) to its result."""
+def run_area(area: str, quick: bool = False, seed: int = 0, **options: Any) -> dict[str, Any]:
+    """Run one benchmark area (``options``: the area's own keywords) and add the context
+    (machine, time) to its result."""
     module, func = AREAS[area].split(":")
     start = time.perf_counter()
-    result = getattr(importlib.import_module(module), func)(quick=quick, seed=seed)
+    result = getattr(importlib.import_module(module), func)(quick=quick, seed=seed, **options)
     result.setdefault("area", area)
     result["wall_s"] = round(time.perf_counter() - start, 3)
     result["machine"] = {"cpu_count": _cpu_count(), "python": platform.python_version()}

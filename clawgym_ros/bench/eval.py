@@ -25,6 +25,14 @@ baseline ``scripted:pick_place:grasp_height=0.015``, ``scene`` world, 120 steps 
   chunks (``max_chunk`` 50) and sim_node runs them without a round trip per step; also each
   process's CPU ms per step. ``ros_per_step``: the same episodes with ``max_chunk`` 1 (a
   command per control step, the path of a policy that reads every observation).
+- ``torch``: the same three paths for a trained torch checkpoint (``--checkpoint ID
+  --run-dir DIR``, else one trained here: :data:`TORCH_DEMOS` pick_place demonstrations
+  synthesized and :data:`TORCH_STEPS` steps of behaviour cloning with the default recipe,
+  action chunks of 20, seeded by ``seed``) on nominal pick_place / cube episodes in the task
+  world (the checkpoint observes ``place_goal``): in-process control steps/s
+  (``Runner.timing``), ROS lockstep chunked (policy_node sends the policy's chunk as one
+  trajectory) and per step (``max_chunk`` 1, torch called every step, which pops its queue),
+  and whether the ROS records equal the in-process ones.
 
 On a small machine shared with other jobs all three depend on the load (``load_avg`` is
 recorded); ratios are taken within one run.
@@ -38,6 +46,11 @@ from typing import Any
 
 POLICY = "scripted:pick_place:grasp_height=0.015"
 MAX_STEPS = 120
+#: The checkpoint trained when none is given: demonstrations (quick: 2) and training steps
+#: (quick: 40). Enough for a policy that moves like the expert's data; speed, not success,
+#: is measured.
+TORCH_DEMOS = 8
+TORCH_STEPS = 300
 
 
 def _specs(n: int, seed: int) -> list[Any]:
@@ -141,16 +154,86 @@ def _scaling(specs: list[Any], repeats: int = 1) -> dict[str, Any]:
     }
 
 
-def _ros(specs: list[Any], max_chunk: int | None = None) -> dict[str, Any]:
+def _ros(specs: list[Any], max_chunk: int | None = None, policy: str = POLICY,
+         run_dir: str = "", world: str = "scene", results: list | None = None
+         ) -> dict[str, Any]:
     try:
         from clawgym_ros.ros_io.eval_graph import measure_lockstep
     except ImportError as err:
         return {"skipped": f"rclpy not importable: {err}"}
-    return measure_lockstep(specs, POLICY, MAX_STEPS, max_chunk=max_chunk)
+    return measure_lockstep(specs, policy, MAX_STEPS, max_chunk=max_chunk, run_dir=run_dir,
+                            world=world, results=results)
 
 
-def bench_eval(quick: bool = False, seed: int = 0) -> dict[str, Any]:
-    """In-process ratio to pure physics + policy, 1 -> 2 worker speed-up, ROS steps/s."""
+def _train_checkpoint(out: str, quick: bool, seed: int) -> tuple[str, dict[str, Any]]:
+    """Synthesize pick_place demonstrations and train a checkpoint on them in ``out``:
+    (checkpoint id, what was done)."""
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.tasks.synth import SynthRequest, synthesize
+    from clawgym_ros.training.bc import train
+    from clawgym_ros.training.config import TrainConfig
+    from clawgym_ros.training.data import open_training_table
+
+    demos, steps = (2, 40) if quick else (TORCH_DEMOS, TORCH_STEPS)
+    start = time.perf_counter()
+    dataset, summary = synthesize(SynthRequest.from_args(out, demos, seed, task="pick_place",
+                                                         workers=1))
+    store = ArtifactStore(out)
+    trained = train(open_training_table(store, [dataset.id]),
+                    TrainConfig(steps=steps, seed=seed), store, dataset_ids=[dataset.id])
+    return trained.checkpoint_id, {"demonstrations": summary.accepted, "train_steps": steps,
+                                   "dataset": dataset.id, "prepare_s":
+                                   round(time.perf_counter() - start, 1)}
+
+
+def _torch(specs: list[Any], quick: bool, seed: int, checkpoint: str,
+           run_dir: str) -> dict[str, Any]:
+    """In-process and ROS lockstep (chunked, per step) control steps/s of a torch checkpoint
+    on ``specs`` (task world), and whether the records agree."""
+    import tempfile
+
+    from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions, Runner
+
+    with tempfile.TemporaryDirectory(prefix="clawgym_bench_torch_") as tmp:
+        made: dict[str, Any] = {}
+        if checkpoint:
+            from clawgym_ros.artifacts import ArtifactStore
+
+            checkpoint = ArtifactStore(run_dir).resolve(checkpoint).id
+        else:
+            run_dir = tmp
+            checkpoint, made = _train_checkpoint(tmp, quick, seed)
+        source = PolicySource.parse(checkpoint, run_dir)
+        options = RolloutOptions(world="task", max_steps=MAX_STEPS, failure_states=False)
+        runner = Runner(source.load(), options)
+        local = [runner.run(specs[0]).to_dict()]           # warm-up: env, torch's first call
+        wall = 0.0
+        steps = 0
+        for spec in specs[1:]:
+            local.append(runner.run(spec).to_dict())
+            wall += runner.timing.wall_s
+            steps += runner.timing.steps
+        runner.close()
+        result: dict[str, Any] = {
+            "checkpoint": checkpoint, "trained_here": made or None, "world": "task",
+            "inprocess": {"episodes": len(specs) - 1, "control_steps": steps,
+                          "wall_s": round(wall, 3),
+                          "control_steps_per_s": round(steps / wall, 1)}}
+        identical = True
+        for key, chunk in (("ros", None), ("ros_per_step", 1)):
+            records: list[Any] = []
+            result[key] = _ros(specs, max_chunk=chunk, policy=checkpoint, run_dir=run_dir,
+                               world="task", results=records)
+            identical = identical and [r.to_dict() for r in records] == local
+        result["identical_records"] = identical
+    return result
+
+
+def bench_eval(quick: bool = False, seed: int = 0, checkpoint: str = "",
+               run_dir: str = "") -> dict[str, Any]:
+    """In-process ratio to pure physics + policy, 1 -> 2 worker speed-up, ROS steps/s (the
+    scripted plan, and a trained torch checkpoint: ``checkpoint`` in ``run_dir``, else one
+    trained here)."""
     os.environ.setdefault("MUJOCO_GL", "egl")
     load_before = os.getloadavg()[0]
     result: dict[str, Any] = {
@@ -159,6 +242,7 @@ def bench_eval(quick: bool = False, seed: int = 0) -> dict[str, Any]:
         "scaling": _scaling(_specs(4 if quick else 48, seed), 1 if quick else 7),
         "ros": _ros(_specs(3 if quick else 12, seed)),
         "ros_per_step": _ros(_specs(3 if quick else 12, seed), max_chunk=1),
+        "torch": _torch(_specs(3 if quick else 12, seed), quick, seed, checkpoint, run_dir),
     }
     result["load_avg"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     return result

@@ -15,12 +15,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="print only the JSON object (default: JSON plus a short summary)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
     parser.add_argument("--seed", type=int, default=0, help="seed for random problems")
+    parser.add_argument("--checkpoint", default="",
+                        help="eval: the torch checkpoint to time (default: one trained there)")
+    parser.add_argument("--run-dir", default=None,
+                        help="eval: run directory holding --checkpoint")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from clawgym_ros.bench import run_area
+    from clawgym_ros.errors import ConfigError
 
-    result = run_area(args.area, quick=args.quick, seed=args.seed)
+    options = {}
+    if args.checkpoint or args.run_dir:
+        if args.area != "eval":
+            raise ConfigError("--checkpoint", args.checkpoint or args.run_dir,
+                              "only with the eval area")
+        if not args.checkpoint or not args.run_dir:
+            raise ConfigError("--checkpoint", args.checkpoint,
+                              "given together with --run-dir")
+        options = {"checkpoint": args.checkpoint, "run_dir": args.run_dir}
+    result = run_area(args.area, quick=args.quick, seed=args.seed, **options)
     print(json.dumps(result, sort_keys=True))
     return 0

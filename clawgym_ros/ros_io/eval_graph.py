@@ -140,12 +140,15 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def measure_lockstep(specs: Sequence[EpisodeSpec], policy: str, max_steps: int,
-                     timeout: float = C.ROS_ANSWER_TIMEOUT_S, max_chunk: int | None = None
-                     ) -> dict[str, Any]:
+                     timeout: float = C.ROS_ANSWER_TIMEOUT_S, max_chunk: int | None = None,
+                     run_dir: str = "", world: str = "scene",
+                     results: list[EpisodeResult] | None = None) -> dict[str, Any]:
     """Control steps/s of the lockstep graph (``clawgym bench eval``).
 
-    Starts the graph like :func:`run_ros_graph`, runs ``specs[0]`` as a warm-up (discovery,
-    first IK), then times ``specs[1:]`` and each process's CPU time.
+    Starts the graph like :func:`run_ros_graph` (``policy`` from ``run_dir``, episodes in
+    ``world``), runs ``specs[0]`` as a warm-up (discovery, first IK, torch's first call), then
+    times ``specs[1:]`` and each process's CPU time. ``results``, when given, receives every
+    episode's result (the warm-up's first), to compare with in-process.
 
     Returns:
         ``episodes``, ``control_steps``, ``wall_s``, ``control_steps_per_s`` and
@@ -160,19 +163,23 @@ def measure_lockstep(specs: Sequence[EpisodeSpec], policy: str, max_steps: int,
     from clawgym_ros.ros_io.eval_lockstep import wait_ready
 
     logs = tempfile.mkdtemp(prefix="clawgym_bench_eval_")
-    with _lockstep_graph(specs, policy, "", logs, "bench", (), timeout,
-                         max_steps, max_chunk=max_chunk) as (group, evaluator):
-        wait_ready(evaluator, timeout=max(60.0, timeout))
-        evaluator.run(specs[:1])
+    families = needed_families(specs)
+    with _lockstep_graph(specs, policy, str(Path(run_dir).resolve()) if run_dir else "", logs,
+                         "bench", families, timeout, max_steps, max_chunk=max_chunk,
+                         world=world) as (group, evaluator):
+        wait_ready(evaluator, timeout=max(60.0, timeout), check=lambda: check_children(group))
+        done = evaluator.run(specs[:1])
         cpu0 = {name: _cpu_seconds(p.pid) for name, p in group.procs}
         own0 = time.process_time()
         steps0 = evaluator.steps_done
         start = time.perf_counter()
-        evaluator.run(specs[1:])
+        done += evaluator.run(specs[1:])
         wall = time.perf_counter() - start
         steps = evaluator.steps_done - steps0
         cpu = {name: _cpu_seconds(p.pid) - cpu0[name] for name, p in group.procs}
         cpu["evaluator"] = time.process_time() - own0
+    if results is not None:
+        results.extend(done)
     return {
         "episodes": len(specs) - 1, "control_steps": steps, "wall_s": round(wall, 3),
         "control_steps_per_s": round(steps / wall, 1), "target_steps_per_s": 500,
