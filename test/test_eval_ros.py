@@ -322,3 +322,43 @@ def test_ros_mode_refuses_gps_nav_with_an_arm_task_or_in_the_scene_world(tmp_pat
         run_ros_graph(expand(nav), "scripted:gps_nav", "", 10, log_dir=tmp_path / "logs",
                       world="scene")
     assert not (tmp_path / "logs").exists()
+
+
+def test_a_registered_image_policy_is_refused_without_images_by_its_declared_need():
+    """policy_node's start check reads the PolicyModel contract's ``uses_image``, not the
+    type name: a registered plugin type that reads images (not ``cnn``) is refused with one
+    line when the topics give no image, and accepted with ``image_key``."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    from clawgym_ros.errors import ConfigError
+    from clawgym_ros.evaluation.ros_mode import policy_task_keys, uses_image
+    from clawgym_ros.training.policies import PolicyModel, PolicySpec, TorchPolicy
+    from clawgym_ros.training.registry import register_policy
+
+    @register_policy("ros_image_toy")
+    class ImageToy(PolicyModel):
+        uses_image = True
+
+        def __init__(self, spec, stats=None, options=None):
+            super().__init__(spec, stats, options)
+            self.head = nn.Linear(spec.input_dim + 1, spec.chunk * spec.act_dim)
+
+        def forward(self, obs_n, image=None):
+            level = image.float().mean(dim=(1, 2, 3)).unsqueeze(1) / 255.0
+            return self.head(torch.cat([obs_n, level], 1)).view(-1, self.spec.chunk,
+                                                                 self.spec.act_dim)
+
+    action = {"joint_target": 7, "gripper": 1}
+    spec = PolicySpec(type="ros_image_toy", obs_dim=sum(PICK_PLACE_LAYOUT.values()), act_dim=8,
+                      image_shape=(84, 84, 3), obs_layout=tuple(PICK_PLACE_LAYOUT.items()))
+    policy = TorchPolicy(ImageToy(spec), PICK_PLACE_LAYOUT, action)
+    assert uses_image(policy)
+    with pytest.raises(ConfigError, match="ros_image_toy reads one; set image_key"):
+        policy_task_keys(policy, "ckpt", "tabletop", ["pick_place"], "")
+    assert policy_task_keys(policy, "ckpt", "tabletop", ["pick_place"],
+                            "wrist_camera_rgb") == ("place_goal",)
+    # A state policy and the scripted baseline read no image.
+    from clawgym_ros.evaluation.rollout import PolicySource
+
+    assert not uses_image(PolicySource.parse(POLICY).load())

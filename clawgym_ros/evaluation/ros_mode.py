@@ -158,23 +158,33 @@ class EvaluatorNodeConfig:
         check_range("step_timeout", self.step_timeout, 0.0, 600.0, low_open=True)
 
 
+def uses_image(policy: Any) -> bool:
+    """Whether ``policy`` reads camera images: its own ``uses_image``, else its model's (the
+    :class:`~clawgym_ros.training.policies.PolicyModel` contract: ``cnn`` and any registered
+    type that sets it)."""
+    declared = getattr(policy, "uses_image", None)
+    if declared is None:
+        declared = getattr(getattr(policy, "model", None), "uses_image", False)
+    return bool(declared)
+
+
 def policy_task_keys(policy: Any, label: str, scene: str, tasks: Sequence[str],
                      image_key: str) -> tuple[str, ...]:
     """The task-state keys a policy's observation needs, checking that the topics of
     ``scene`` (and the task worlds ``tasks``) can give everything it observes.
 
-    A policy declares its layout by ``obs_spec`` (key -> width, a trained checkpoint) and, for
-    an image network, ``model.spec.type == cnn``; a policy without ``obs_spec`` (the scripted
-    baseline) reads only sensor keys.
+    A policy declares its layout by ``obs_spec`` (key -> width, a trained checkpoint) and its
+    need for camera images by :func:`uses_image`; a policy without ``obs_spec`` (the
+    scripted baseline) reads only sensor keys.
 
     Raises:
         ConfigError: a key no topic of this world provides (naming it and what is provided).
     """
     needed = list(getattr(policy, "obs_spec", None) or ())
-    model = getattr(policy, "model", None)
-    if getattr(getattr(model, "spec", None), "type", "") == C.POLICY_CNN and not image_key:
-        raise ConfigError("policy", label, "a policy that needs no camera image here "
-                          "(it reads one; set image_key)")
+    if uses_image(policy) and not image_key:
+        kind = getattr(getattr(getattr(policy, "model", None), "spec", None), "type", "")
+        raise ConfigError("policy", label, "a policy that needs no camera image here (this "
+                          f"{kind or 'policy'} reads one; set image_key)")
     sensor = SENSOR_OBSERVATION_KEYS[scene]
     task_keys = [k for t in tasks for k in TASK_OBSERVATION_KEYS.get(t, ())]
     world = ", ".join(tasks) if tasks else f"the bare {scene} scene"
