@@ -3,7 +3,9 @@ judgments into the run's preference store, and refusals of bad or non-local requ
 
 The browser test drives the system Chromium (Debian ``chromium``) over the DevTools protocol:
 it clicks through 5 pairs, the store then holds those 5 judgments, ``clawgym prefs show`` prints
-the Bradley-Terry fit of exactly them, and the next evaluation's report fits them too.
+the Bradley-Terry fit of exactly them, and the next evaluation reports of both policies fit
+them too: the preferred policy's preference score rises above its comfort score, the other's
+falls below.
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ import pytest
 from clawgym_ros.evaluation.judge import build_pairs, pick_specs, shown_order
 from clawgym_ros.evaluation.metrics import MetricsConfig
 from clawgym_ros.evaluation.preference import (
+    JUDGMENT_WEIGHT,
     Judgment,
     fit_bradley_terry,
     format_scores,
+    judged_preference,
+    judgments_digest,
     read_store,
     store_path,
 )
@@ -191,12 +196,11 @@ TINY_SUITE = tiny_suite_yaml(1, "one nominal pick_place episode (judge test)")
 
 
 
-def _report_judgments(run: Path, suite: Path) -> dict | None:
-    result = clawgym("eval", "--policy", FIRST, "--suite", str(suite), "--seed", "3", "--out",
+def _report(run: Path, suite: Path, policy: str) -> dict:
+    result = clawgym("eval", "--policy", policy, "--suite", str(suite), "--seed", "3", "--out",
                      str(run), "--workers", "1", "--max-steps", "30")
     assert result.returncode == 0, result.stderr
-    report = json.loads(Path(result.stdout.splitlines()[1].split(": ", 1)[1]).read_text())
-    return report["aggregated"]["preference"]["judgments"]
+    return json.loads(Path(result.stdout.splitlines()[1].split(": ", 1)[1]).read_text())
 
 
 @pytest.mark.skipif(chromium_path() is None, reason="Chromium is not installed (Debian package "
@@ -206,9 +210,14 @@ def test_browser_clicks_through_five_pairs(tmp_path):
     run = tmp_path / "run"
     suite = tmp_path / "tiny.yaml"
     suite.write_text(TINY_SUITE)
-    # before: an empty store (a report now would have no judgments to fit)
+    # before: an empty store; each policy's preference score is its comfort score
     assert "no judgments in this run yet" in clawgym("prefs", "show", "--run-dir",
                                                      str(run)).stdout
+    before = {p: _report(run, suite, p) for p in (FIRST, SECOND)}
+    for report in before.values():
+        pref = report["aggregated"]["preference"]
+        assert pref["judgments"] is None and "policy" not in pref
+        assert report["scores"]["preference"] == pref["comfort"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "clawgym_ros.cli", "judge", "--a", FIRST, "--b", SECOND,
          "--suite", "smoke", "--seed", "0", "--pairs", "5", "--max-steps", "60", "--frames",
@@ -263,9 +272,20 @@ def test_browser_clicks_through_five_pairs(tmp_path):
     assert fit.ranking() == [SECOND, FIRST]
     shown = clawgym("prefs", "show", "--run-dir", str(run)).stdout
     assert shown.strip().splitlines() == format_scores(fit)
-    # the next report fits the store as it is now: the judgments from the page
-    after = _report_judgments(run, suite)
-    assert after == fit.to_dict() and after["n"] == 5
+    # the next reports fit the store as it is now (the judgments from the page), and each
+    # policy's preference score moves the way the rater judged: SECOND up, FIRST down
+    for policy in (FIRST, SECOND):
+        report = _report(run, suite, policy)
+        pref = report["aggregated"]["preference"]
+        assert pref["judgments"] == {**fit.to_dict(), "digest": judgments_digest(stored)}
+        judged = judged_preference(fit, policy)
+        w = JUDGMENT_WEIGHT
+        assert pref["policy"]["item"] == policy and pref["policy"]["judged"] == judged.to_dict()
+        comfort = before[policy]["scores"]["preference"]["value"]
+        assert pref["comfort"]["value"] == comfort          # same episodes, same motion
+        score = report["scores"]["preference"]["value"]
+        assert score == pytest.approx((1 - w) * comfort + w * judged.value)
+        assert (score > comfort) == (policy == SECOND) and judged.n == 5
     assert (tmp_path / "judge_page.png").stat().st_size > 1000
     keep = os.environ.get("CLAWGYM_JUDGE_SCREENSHOT")
     if keep:

@@ -67,13 +67,19 @@ def run(args: argparse.Namespace) -> int:
     check_int("--max-steps", args.max_steps, 0, 1_000_000)
     suite = load_suite(args.suite)
     specs = pick_specs(expand(suite, args.seed), args.pairs)
-    first = PolicySource.parse(args.policy_a, args.run_dir)
-    second = PolicySource.parse(args.policy_b, args.run_dir)
-    for source in (first, second):
+    sources = []
+    for text in (args.policy_a, args.policy_b):
+        source = PolicySource.parse(text, args.run_dir)
         if source.kind == "checkpoint":
+            import dataclasses
+
             from clawgym_ros.artifacts import ArtifactStore
 
-            ArtifactStore(args.run_dir).resolve(source.ref)   # unknown ids fail before rollouts
+            # unknown ids fail before rollouts; judgments name the full id, as reports do
+            full = ArtifactStore(args.run_dir).resolve(source.ref).id
+            source = dataclasses.replace(source, ref=full)
+        sources.append(source)
+    first, second = sources
     seed = suite.seed if args.seed is None else args.seed
     max_steps = args.max_steps or suite.max_steps
 

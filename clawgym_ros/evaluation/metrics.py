@@ -441,17 +441,21 @@ def preference(
     results: Sequence[EpisodeResult],
     cfg: MetricsConfig,
     judgments: Sequence[Any] | None = None,
+    policy: str = "",
 ) -> dict[str, Any]:
     """Human-preference metrics: motion quality, recovery scaling, comfort, judgments.
 
     Args:
         judgments: pairwise human judgments (:class:`~clawgym_ros.evaluation.preference.
             Judgment`); fitted with Bradley-Terry when given.
+        policy: the evaluated policy's item name in the judgments (a full checkpoint id or
+            ``scripted:...``); when it was judged, ``policy`` holds its judged strength and
+            the combined score (:func:`~clawgym_ros.evaluation.preference.judged_section`).
 
     Returns:
-        ``{"episodes", "motion", "comfort", "recovery", "judgments"}``.
+        ``{"episodes", "motion", "comfort", "recovery", "judgments"}`` (+ ``"policy"``).
     """
-    from clawgym_ros.evaluation.preference import fit_bradley_terry
+    from clawgym_ros.evaluation.preference import judged_section
 
     per = [episode_motion(r, cfg) for r in results]
     per = [m for m in per if m]
@@ -463,17 +467,18 @@ def preference(
                                      cfg.confidence).to_dict()
     comfort = bootstrap_mean([m["comfort"] for m in per], cfg.rng("comfort"),
                              cfg.bootstrap_samples, cfg.confidence)
-    fitted = None
-    if judgments:
-        fitted = fit_bradley_terry(judgments, ridge=cfg.bt_ridge,
-                                   confidence=cfg.confidence).to_dict()
-    return {
+    fitted, judged = judged_section(judgments or (), policy, comfort.to_dict(), cfg.bt_ridge,
+                                    cfg.confidence)
+    out = {
         "episodes": len(per),
         "motion": motion,
         "comfort": comfort.to_dict(),
         "recovery": recovery_scaling(results, cfg),
         "judgments": fitted,
     }
+    if judged:
+        out["policy"] = judged
+    return out
 
 
 # --- everything ------------------------------------------------------------------------------
@@ -482,6 +487,7 @@ def evaluate(
     results: Sequence[EpisodeResult],
     cfg: MetricsConfig | None = None,
     judgments: Sequence[Any] | None = None,
+    policy: str = "",
 ) -> dict[str, Any]:
     """All four dimensions: ``{dimension: metrics}`` (keys from constants.DIMENSIONS)."""
     cfg = cfg or MetricsConfig()
@@ -489,7 +495,7 @@ def evaluate(
         C.DIM_FUNCTIONAL: functional(results, cfg),
         C.DIM_ROBUSTNESS: robustness(results, cfg),
         C.DIM_GENERALIZATION: generalization(results, cfg),
-        C.DIM_PREFERENCE: preference(results, cfg, judgments),
+        C.DIM_PREFERENCE: preference(results, cfg, judgments, policy),
     }
 
 
@@ -497,14 +503,18 @@ def dimension_scores(aggregated: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The scalar of each dimension for EvalSummary: ``{dim: {"value", "ci", "n"}}``.
 
     functional = nominal success; robustness = mean stability over perturbed cells;
-    generalization = pooled held-out / in-distribution ratio; preference = mean comfort score.
+    generalization = pooled held-out / in-distribution ratio; preference = mean comfort score,
+    combined with the human judgments when the evaluated policy was judged
+    (:func:`~clawgym_ros.evaluation.preference.preference_score`).
     A dimension the suite did not measure has value null and n 0.
     """
     import copy
+
+    from clawgym_ros.evaluation.preference import preference_score
 
     return copy.deepcopy({
         C.DIM_FUNCTIONAL: aggregated[C.DIM_FUNCTIONAL]["success"],
         C.DIM_ROBUSTNESS: aggregated[C.DIM_ROBUSTNESS]["stability"],
         C.DIM_GENERALIZATION: aggregated[C.DIM_GENERALIZATION]["pooled"],
-        C.DIM_PREFERENCE: aggregated[C.DIM_PREFERENCE]["comfort"],
+        C.DIM_PREFERENCE: preference_score(aggregated[C.DIM_PREFERENCE]),
     })

@@ -29,14 +29,26 @@ differences between items are identified by the judgments).
 Store: ``<run>/preferences/judgments.jsonl``, append-only: every ingest rewrites the file
 atomically with the new judgments appended (readers never see half a line), each line tagged
 with the sha256 of its source (a file's content, or a key the caller chooses, e.g. one judged
-pair of a ``clawgym judge`` session); ingesting the same source again adds nothing.
+pair of a ``clawgym judge`` session) and the UTC time it was received; ingesting the same
+source again adds nothing.
+
+A judged policy's preference score: when the evaluated policy is an item of the fit, its
+judged strength is the mean model probability that it is preferred over each other judged item
+(:func:`judged_preference`, 0.5 = no better than the others), and the report's preference score
+is ``(1 - JUDGMENT_WEIGHT) x comfort + JUDGMENT_WEIGHT x judged`` (bounds likewise); a policy
+nobody judged keeps the comfort score. Judgments may arrive after an evaluation: the report
+fits the store as it was when the report was written (count and digest in the report), and the
+coordinator refits the store as it is at its decision (:func:`snapshot`,
+:func:`refresh_preference`), recording which judgments it used in ``decisions.jsonl``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import csv
 import dataclasses
+import datetime as dt
 import fcntl
 import hashlib
 import io
@@ -51,7 +63,7 @@ import numpy as np
 from clawgym_ros import constants as C
 from clawgym_ros.artifacts.atomic import atomic_write_text
 from clawgym_ros.errors import ConfigError
-from clawgym_ros.evaluation.stats import _r, z_value
+from clawgym_ros.evaluation.stats import Estimate, _r, z_value
 from clawgym_ros.safe_load import parse_json, read_text
 
 PREFERRED = ("a", "b", "tie")
@@ -67,6 +79,10 @@ OPTIONAL = ("rater", "context", "reason")
 #: Reason tags a judgment may carry (the design's structured feedback protocol).
 REASONS = ("rhythm", "fault_tolerance", "naturalness", "safety")
 FIELDS = REQUIRED + OPTIONAL
+#: Store-only fields of a line (not part of a judgment).
+STORE_FIELDS = ("source_sha256", "received")
+#: Share of the human judgments in a judged policy's preference score (the rest is comfort).
+JUDGMENT_WEIGHT = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,12 +339,62 @@ def read_store(run_dir: str | Path) -> list[Judgment]:
     path = store_path(run_dir)
     if not path.is_file():
         return []
+    return _judgments_of(path, read_text(path, "judgments store", 1 << 30))
+
+
+def _judgments_of(path: Path, text: str) -> list[Judgment]:
     out = []
-    for lineno, row in _store_rows(path, read_text(path, "judgments store", 1 << 30)):
-        row = dict(row)
-        row.pop("source_sha256", None)
+    for lineno, row in _store_rows(path, text):
+        row = {k: v for k, v in row.items() if k not in STORE_FIELDS}
         out.append(to_judgment(row, f"{path}: line {lineno}"))
     return out
+
+
+def judgments_digest(judgments: Sequence[Judgment]) -> str:
+    """sha256 of the judgments in order (their fields, not when they arrived): which
+    judgments a report or a decision used."""
+    text = "".join(json.dumps(j.to_dict(), sort_keys=True) + "\n" for j in judgments)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreSnapshot:
+    """The run's judgments at one instant (read under the store's lock).
+
+    Attributes:
+        judgments: every judgment in the store then, in arrival order (the store is
+            append-only, so they are its first ``len(judgments)`` lines from then on).
+        digest: :func:`judgments_digest` of them.
+        cutoff: UTC time (ISO 8601) the store was read: judgments received later are not in.
+    """
+
+    judgments: tuple[Judgment, ...]
+    digest: str
+    cutoff: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a decision records: count, digest, cut-off time."""
+        return {"count": len(self.judgments), "digest": self.digest, "cutoff": self.cutoff}
+
+
+def _utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def snapshot(run_dir: str | Path) -> StoreSnapshot:
+    """The run's judgments as they are now (an append in progress is wholly in or out).
+
+    Raises:
+        ConfigError: a damaged store (names the file and line).
+    """
+    path = store_path(run_dir)
+    if not path.is_file():
+        return StoreSnapshot((), judgments_digest(()), _utc_now())
+    with _locked(path):
+        cutoff = _utc_now()
+        text = read_text(path, "judgments store", 1 << 30) if path.is_file() else ""
+    judgments = tuple(_judgments_of(path, text))
+    return StoreSnapshot(judgments, judgments_digest(judgments), cutoff)
 
 
 def _store_rows(path: Path, text: str) -> list[tuple[int, dict]]:
@@ -402,9 +468,10 @@ def add_judgments(run_dir: str | Path, judgments: Sequence[Judgment], source_sha
         if len(items) > MAX_ITEMS:     # refused before it enters the store
             raise ConfigError("items", len(items), f"at most {MAX_ITEMS} distinct items in "
                               "the run's store with this file", source)
+        received = _utc_now()
         for j in judgments:
-            lines.append(json.dumps({**j.to_dict(), "source_sha256": source_sha256},
-                                    sort_keys=True))
+            lines.append(json.dumps({**j.to_dict(), "source_sha256": source_sha256,
+                                     "received": received}, sort_keys=True))
         atomic_write_text(target, "\n".join(lines) + "\n")
     return len(judgments), len(lines)
 
@@ -425,3 +492,127 @@ def win_probability(fit: BradleyTerryFit, i: str, j: str) -> float:
     si = fit.scores[fit.items.index(i)]
     sj = fit.scores[fit.items.index(j)]
     return 1.0 / (1.0 + math.exp(-(si - sj)))
+
+
+# --- a judged policy's preference score ---------------------------------------------------------
+
+def judged_preference(fit: BradleyTerryFit, item: str) -> Estimate | None:
+    """How strongly the judgments prefer ``item``: the mean model probability that it is
+    preferred over each other judged item, in [0, 1] (0.5: as good as the others on average).
+
+    The interval moves ``item``'s score over its 95% interval with the others held at their
+    estimates (so it reflects the uncertainty of this item's strength only). ``n`` is the
+    number of judgments that involve the item.
+
+    Returns:
+        None when ``item`` was never judged (or is the only item).
+    """
+    if item not in fit.items or len(fit.items) < 2:
+        return None
+    k = fit.items.index(item)
+    others = np.array([s for i, s in enumerate(fit.scores) if i != k])
+
+    def mean_win(score: float) -> float:
+        return float(np.mean(1.0 / (1.0 + np.exp(-(score - others)))))
+
+    return Estimate(mean_win(fit.scores[k]), mean_win(fit.low[k]), mean_win(fit.high[k]),
+                    fit.comparisons[k])
+
+
+def judged_section(judgments: Sequence[Judgment], policy: str, comfort: dict[str, Any],
+                   ridge: float, confidence: float
+                   ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The judgments' part of a report's preference metrics.
+
+    Args:
+        judgments: the judgments to fit (may be empty).
+        policy: the evaluated policy's item name (a full checkpoint id, ``scripted:...``);
+            "" when unknown.
+        comfort: the report's comfort estimate (``{"value", "ci", "n"}``).
+
+    Returns:
+        ``(fit, policy_part)``: the Bradley-Terry fit (``to_dict`` plus the judgments'
+        ``digest``) or None without judgments; ``{"item", "judged", "weight", "score"}``
+        (``judged`` from :func:`judged_preference`, ``score`` the combined preference score)
+        or None when the policy was not judged.
+    """
+    if not judgments:
+        return None, None
+    fit = fit_bradley_terry(judgments, ridge=ridge, confidence=confidence)
+    fitted = {**fit.to_dict(), "digest": judgments_digest(judgments)}
+    judged = judged_preference(fit, policy) if policy else None
+    if judged is None:
+        return fitted, None
+    w = JUDGMENT_WEIGHT
+
+    def mix(c: float | None, j: float) -> float | None:
+        return None if c is None else (1.0 - w) * c + w * j
+
+    value, (low, high) = comfort.get("value"), comfort.get("ci", [None, None])
+    if value is None:   # no motion measured: the judgments alone
+        score = judged
+    else:
+        score = Estimate(mix(value, judged.value), mix(low, judged.low),
+                         mix(high, judged.high), int(comfort.get("n", 0)))
+    return fitted, {"item": policy, "judged": judged.to_dict(), "weight": w,
+                    "score": score.to_dict()}
+
+
+def preference_score(section: dict[str, Any]) -> dict[str, Any]:
+    """The preference dimension's score from a report's ``aggregated.preference``: the
+    combined score of a judged policy, else the comfort score."""
+    policy = section.get("policy")
+    return copy.deepcopy(policy["score"] if policy else section["comfort"])
+
+
+def refresh_preference(report: dict[str, Any], judgments: Sequence[Judgment], policy: str
+                       ) -> dict[str, Any]:
+    """A copy of ``report`` whose preference judgments and score are refitted on
+    ``judgments`` (e.g. those that arrived after the evaluation), the motion metrics kept.
+
+    Args:
+        policy: the report's policy item ("" when it is not a checkpoint of the store).
+    """
+    out = copy.deepcopy(report)
+    metrics = report.get("config", {}).get("metrics", {})
+    section = out["aggregated"][C.DIM_PREFERENCE]
+    fitted, part = judged_section(judgments, policy, section["comfort"],
+                                  float(metrics.get("bt_ridge", 0.01)),
+                                  float(metrics.get("confidence", 0.95)))
+    section["judgments"] = fitted
+    section.pop("policy", None)
+    if part:
+        section["policy"] = part
+    out["scores"][C.DIM_PREFERENCE] = preference_score(section)
+    return out
+
+
+def at_decision(run_dir: str | Path, report: dict[str, Any]
+                ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The report as a decision taken now sees it, and which judgments that is.
+
+    Judgments that arrived after the report was written (its ``judgments.digest`` differs
+    from the store's now) are fitted in: the report's preference judgments and score are
+    refitted on every judgment in the store at this instant (:func:`refresh_preference`, the
+    policy being the report's checkpoint). The record (for ``decisions.jsonl``) holds the
+    store's ``count``, ``digest`` and ``cutoff`` time, how many judgments the report had
+    fitted (``in_report``), whether the preference was ``refitted`` and, then, the preference
+    score in the report and at the decision.
+
+    Raises:
+        ConfigError: a damaged store.
+    """
+    snap = snapshot(run_dir)
+    section = report.get("aggregated", {}).get(C.DIM_PREFERENCE, {})
+    fitted = section.get("judgments") or {}
+    record: dict[str, Any] = {**snap.to_dict(), "in_report": int(fitted.get("n", 0)),
+                              "refitted": False}
+    seen = fitted.get("digest") if fitted else judgments_digest(())
+    if seen == snap.digest or not section:
+        return report, record
+    policy = str(report.get("config", {}).get("checkpoint_id") or "")
+    refreshed = refresh_preference(report, snap.judgments, policy)
+    record.update(refitted=True, policy=policy, preference={
+        "report": report["scores"][C.DIM_PREFERENCE].get("value"),
+        "decision": refreshed["scores"][C.DIM_PREFERENCE].get("value")})
+    return refreshed, record

@@ -75,9 +75,11 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
         frames = render_frames(collect(results))
     store = ArtifactStore(run_dir)
     parents = [store.resolve(cfg.checkpoint_id).id] if cfg.checkpoint_id else []
+    # judgments name checkpoints by their full id (clawgym judge resolves prefixes)
+    policy = parents[0] if parents else source.label
     judgments = read_store(run_dir)
     artifact = write_report(store, results, suite, cfg, parents=parents, judgments=judgments,
-                            frames=frames)
+                            frames=frames, policy=policy)
     json_path = artifact.file(C.FILE_REPORT_JSON)
     report = json.loads(json_path.read_text(encoding="utf-8"))
     return EvalOutcome(artifact.id, json_path, artifact.file(C.FILE_REPORT_HTML), report,

@@ -79,6 +79,7 @@ def build_report(
     config: EvalConfig,
     history: Sequence[Mapping[str, Any]] | None = None,
     judgments: Sequence[Any] | None = None,
+    policy: str = "",
 ) -> dict[str, Any]:
     """The report as a dict, validated against the schema.
 
@@ -89,12 +90,14 @@ def build_report(
         history: earlier iterations' ``{"iteration", "scores", "report_id"}`` (the coordinator
             passes the loop's; ``scores`` as in a report's ``scores``).
         judgments: pairwise human judgments to fit (e.g. the run's preference store).
+        policy: the evaluated policy's name in the judgments (full checkpoint id or
+            ``scripted:...``): its judged strength enters the preference score.
 
     Raises:
         ReportSchemaError: if the built report does not match the schema (a bug).
     """
     results = sorted(results, key=lambda r: r.index)
-    aggregated = evaluate(results, config.metrics, judgments)
+    aggregated = evaluate(results, config.metrics, judgments, policy)
     gaps = find_gaps(results, config.metrics)
     suite_info = suite.to_dict()
     suite_info["seed"] = suite.seed if config.seed is None else config.seed
@@ -129,6 +132,7 @@ def write_report(
     history: Sequence[Mapping[str, Any]] | None = None,
     judgments: Sequence[Any] | None = None,
     frames: Mapping[str, bytes] | None = None,
+    policy: str = "",
 ) -> Any:
     """Build, validate and render the report; commit report.json + report.html (+ the failure
     states and their frames) as an artifact.
@@ -143,7 +147,7 @@ def write_report(
     """
     from clawgym_ros.evaluation.failure_states import collect, encode
 
-    report = build_report(results, suite, config, history, judgments)
+    report = build_report(results, suite, config, history, judgments, policy)
     frames = dict(frames or {})
     for entry in report.get("failure_frames", ()):
         if entry["key"] in frames:

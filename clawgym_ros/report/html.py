@@ -331,6 +331,13 @@ def _render(report: dict[str, Any], frames: Mapping[str, bytes]) -> str:
         parts.append(_table(["rank", "item", "score [95% CI]", "wins", "comparisons"], [
             (s["rank"], s["item"], f"{s['score']:+.3f} [{s['ci'][0]:+.3f}, {s['ci'][1]:+.3f}]",
              s["wins"], s["comparisons"]) for s in bt["scores"]], (0, 3, 4)))
+        if pref.get("policy"):
+            part = pref["policy"]
+            parts.append(f"<p>This policy ({html.escape(part['item'])}) is preferred over the "
+                         f"other judged items with mean probability "
+                         f"{fmt_estimate(part['judged'])} ({part['judged']['n']} judgments); "
+                         f"preference score = {1 - part['weight']:g} x comfort + "
+                         f"{part['weight']:g} x that = {fmt_estimate(part['score'])}.</p>")
     # Gaps.
     parts.append("<h2>Capability gaps (ranked)</h2>")
     if report["gaps"]:

@@ -165,7 +165,12 @@ REPORT_SCHEMA: dict[str, Any] = {
                 C.DIM_PREFERENCE: {
                     "type": "object",
                     "required": ["episodes", "motion", "comfort", "recovery", "judgments"],
-                    "properties": {"comfort": _ESTIMATE},
+                    "properties": {
+                        "comfort": _ESTIMATE,
+                        "policy": {"type": "object",
+                                   "required": ["item", "judged", "weight", "score"],
+                                   "properties": {"judged": _ESTIMATE, "score": _ESTIMATE}},
+                    },
                 },
             },
         },
