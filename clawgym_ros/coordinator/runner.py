@@ -230,7 +230,14 @@ class LoopRunner:
     def _plan(self, state: LoopState) -> LoopState:
         report = read_report(self.store, state.history[-1]["report_id"]) if state.history \
             else None
+        judged = None
+        if report is not None:   # human judgments that arrived up to now count (delay window)
+            from clawgym_ros.evaluation.preference import at_decision
+
+            report, judged = at_decision(self.run_dir, report)
         plan = next_plan(state, report, self.cfg)
+        if judged is not None:
+            plan = dataclasses.replace(plan, decision={**plan.decision, "judgments": judged})
         self.record_decision(plan.decision)
         if plan.stop:
             return self._finish(state, plan)
