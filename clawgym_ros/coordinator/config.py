@@ -18,6 +18,8 @@ YAML form (``config/loop/<name>.yaml``; a mapping with one key ``loop``)::
       budget: {episodes: 0, train_steps: 0}          # 0 = iterations x per-iteration amount
       mixture_floor: 0.05            # every cell keeps at least this share
       adr: {widen_threshold: 0.8, narrow_threshold: 0.5, step: 0.1, min_high: 0.1, levels: 2}
+      policy: mlp                    # mlp, cnn or a registered type (docs/extending.md)
+      policy_options: {}             # that type's options, e.g. {delta: 0.5}
 
 Every error names the file, the field path, the value and what is allowed.
 """
@@ -33,6 +35,7 @@ from clawgym_ros import constants as C
 from clawgym_ros.config import check_choice, check_int, check_range, from_dict, load_yaml
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.training.config import MAX_STEPS
+from clawgym_ros.training.registry import check_policy_name, check_policy_options
 
 #: Loop modes: ``closed`` steers from each report; ``open`` keeps the initial mixture with
 #: uniform weights and fixed ranges (the ablation's baseline at equal budget).
@@ -113,7 +116,11 @@ class LoopConfig:
             met and the policy is warm-started (keeps the nominal skill while adapting).
         warm_start: train each iteration from the previous checkpoint.
         accumulate: train on every dataset synthesized so far (else on the newest only).
-        policy: policy type (``mlp`` or ``cnn``).
+        policy: policy type: ``mlp``, ``cnn`` or one registered by a plugin
+            (:mod:`clawgym_ros.training.registry`).
+        policy_options: the policy type's options (its ``Options`` class; ``mlp`` and
+            ``cnn`` have none), sent with every Train goal. Checked when the config is built:
+            a plugin type, or any options, loads the type (torch).
         hardening_share: share of each batch with perturbed observations (the open loop's
             fixed share; the closed loop's share before any gap).
         hardening_gain: closed loop: hardening share added per unit of deviation of the worst
@@ -148,6 +155,7 @@ class LoopConfig:
     warm_start: bool = True
     accumulate: bool = True
     policy: str = C.POLICY_MLP
+    policy_options: dict = dataclasses.field(default_factory=dict)
     hardening_share: float = 0.0
     hardening_gain: float = 0.0
     max_hardening_share: float = 0.5
@@ -171,7 +179,9 @@ class LoopConfig:
         check_range("mixture_gain", self.mixture_gain, 0.0, 100.0)
         check_range("group_weight_gain", self.group_weight_gain, 0.0, 100.0)
         check_range("max_group_weight", self.max_group_weight, 1.0, 1000.0)
-        check_choice("policy", self.policy, (C.POLICY_MLP, C.POLICY_CNN))
+        check_policy_name(self.policy)
+        object.__setattr__(self, "policy_options",
+                           check_policy_options(self.policy, self.policy_options))
         check_range("hardening_share", self.hardening_share, 0.0, 1.0)
         check_range("hardening_gain", self.hardening_gain, 0.0, 100.0)
         check_range("max_hardening_share", self.max_hardening_share, self.hardening_share, 1.0)
@@ -281,11 +291,15 @@ class LoopConfig:
         return self.budget.train_steps or self.iterations * self.train_steps
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form (what :func:`loop_config_from_dict` reads back)."""
+        """JSON-able form (what :func:`loop_config_from_dict` reads back); ``policy_options``
+        only when set (a loop without them has the config artifact id it had before they
+        existed, so its run directory still resumes)."""
         from clawgym_ros.config import to_dict
 
         data = to_dict(self)
         data["ranges"] = {f: list(r) for f, r in self.ranges.items()}
+        if not data["policy_options"]:
+            del data["policy_options"]
         return data
 
 

@@ -79,6 +79,15 @@ class TrainGoal:
     hardening_intensity: float
     init_checkpoint_id: str
     run_dir: str
+    #: the policy type's options (LoopConfig.policy_options)
+    policy_options: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def policy_options_json(self) -> str:
+        """The Train action's ``policy_options_json``: a JSON object, "" when there are none
+        (what the trainer reads back with
+        :func:`~clawgym_ros.training.registry.policy_options_from_json`)."""
+        return json.dumps(self.policy_options, sort_keys=True) if self.policy_options else ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -296,7 +305,7 @@ class LoopRunner:
         groups = dataset_group_names(self.store, datasets)
         goal = TrainGoal(
             dataset_ids=tuple(datasets), steps=plan["train_steps"], seed=plan["seeds"]["train"],
-            policy=self.cfg.policy,
+            policy=self.cfg.policy, policy_options=dict(self.cfg.policy_options),
             group_weights=resolve_group_weights(plan["group_weights"], groups),
             frozen_groups=tuple(plan["frozen_groups"]),
             # Plans recorded before the hardening lever existed carry no share.
@@ -438,8 +447,8 @@ def find_recovery_dataset(store: ArtifactStore, goal: SynthesizeGoal) -> str | N
 
 def find_checkpoint(store: ArtifactStore, goal: TrainGoal) -> str | None:
     """A checkpoint trained from the same datasets (+ init), seed, steps, loss weights, frozen
-    groups, policy and hardening (share, and intensity when the share is not 0) as the
-    goal."""
+    groups, policy and its options and hardening (share, and intensity when the share is not
+    0) as the goal."""
     parents = [store.resolve(d).id for d in goal.dataset_ids]
     if goal.init_checkpoint_id:
         parents.append(store.resolve(goal.init_checkpoint_id).id)
@@ -454,6 +463,7 @@ def find_checkpoint(store: ArtifactStore, goal: TrainGoal) -> str | None:
                 and dict(train.get("group_weights") or {}) == dict(goal.group_weights)
                 and list(train.get("frozen_groups") or []) == list(goal.frozen_groups)
                 and train.get("policy", C.POLICY_MLP) == goal.policy
+                and dict(train.get("policy_options") or {}) == dict(goal.policy_options)
                 and float(train.get("hardening_share", 0.0)) == float(goal.hardening_share)
                 and (not goal.hardening_share or float(train.get(
                     "hardening_intensity", C.DEFAULT_HARDENING_INTENSITY))

@@ -73,9 +73,11 @@ class TrainerNodeOptions:
 def goal_config(goal: Any, options: TrainerNodeOptions):
     """Train goal + node options -> TrainConfig (raises ConfigError naming the field)."""
     from clawgym_ros.training.config import DEFAULT_HARDENING_INTENSITY
+    from clawgym_ros.training.registry import policy_options_from_json
 
     return TrainConfig(
         steps=int(goal.steps), seed=int(goal.seed), policy=goal.policy or C.POLICY_MLP,
+        policy_options=policy_options_from_json(goal.policy_options_json),
         group_weights={w.group: float(w.value) for w in goal.group_weights},
         frozen_groups=tuple(goal.frozen_groups), hardening_share=float(goal.hardening_share),
         hardening_intensity=float(goal.hardening_intensity) or DEFAULT_HARDENING_INTENSITY,

@@ -15,7 +15,9 @@ their first lookup.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
@@ -100,3 +102,66 @@ def policy_class(name: str):
         if _REGISTRY.get(name) is not loaded:
             register_policy(name)(loaded)
     return _REGISTRY[name]
+
+
+def check_policy_options(name: str, options: Any, field: str = "policy_options") -> dict:
+    """``options`` checked by the policy type's own ``Options`` class (as training builds it).
+
+    A built-in type without options is checked without importing torch; any other case loads
+    the type (torch, and the entry point of a plugin type).
+
+    Args:
+        name: a known policy type (see :func:`check_policy_name`).
+        options: option name -> value.
+        field: field name for error messages (e.g. ``policy_options``).
+
+    Returns:
+        the options as a plain dict.
+
+    Raises:
+        ConfigError: not a mapping, an option the type does not have (the error names it and
+            the type's options), a required option missing, or the type's own validation.
+    """
+    if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+        raise ConfigError(field, options, "a mapping of option name to value (the policy "
+                          "type's Options)")
+    options = dict(options)
+    if not options and name in BUILTIN_POLICIES:
+        return options                  # mlp and cnn have no options: nothing to load
+    cls = policy_class(name)
+    option_cls = cls.Options
+    allowed = [f.name for f in dataclasses.fields(option_cls)] \
+        if dataclasses.is_dataclass(option_cls) else []
+    known = ", ".join(allowed) or "none"
+    for key, value in options.items():
+        if key not in allowed:
+            raise ConfigError(f"{field}.{key}", value, f"options of the {name} policy: {known}")
+    try:
+        option_cls(**options)
+    except TypeError as err:            # a required option without a value
+        raise ConfigError(field, options, f"options of the {name} policy: {known} ({err})") \
+            from None
+    except ConfigError as err:          # the type's own validation names its option
+        sub = err.field.split(".", 1)[1] if err.field.startswith("policy_options.") else ""
+        raise ConfigError(f"{field}.{sub}" if sub else err.field, err.value, err.allowed) \
+            from None
+    return options
+
+
+def policy_options_from_json(text: str, field: str = "policy_options_json") -> dict:
+    """The Train action's ``policy_options_json`` -> options ("" = none).
+
+    Raises:
+        ConfigError: not a JSON object with string keys.
+    """
+    import json
+
+    if not text:
+        return {}
+    try:
+        options = json.loads(text)
+    except ValueError:
+        options = None
+    if not isinstance(options, dict):
+        raise ConfigError(field, text, "a JSON object of option name to value, or empty")
+    return options
