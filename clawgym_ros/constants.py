@@ -52,6 +52,8 @@ TOPIC_IMU = "imu/data"
 TOPIC_GPS_RAW = "gps/fix_raw"
 TOPIC_GPS = "gps/fix"
 TOPIC_ODOM = "odom"
+#: sim_node only: the base's true pose and twist (world frame), for the evaluator
+TOPIC_ODOM_TRUTH = "ground_truth/odom"
 TOPIC_CLOCK = "/clock"
 TOPIC_JOINT_TRAJECTORY = "joint_trajectory"
 TOPIC_GRIPPER_COMMAND = "gripper_command"

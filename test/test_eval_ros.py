@@ -254,10 +254,12 @@ def test_ros_eval_of_a_checkpoint_the_world_cannot_feed_is_one_line(checkpoint, 
     assert time.monotonic() - start < 25
 
 
-#: gps_nav's observation without odom: nav_msgs/Odometry does not carry the env's odom
-#: bit-exactly (yaw <-> quaternion and world <-> body twist round trips differ in the last
-#: bits), so a policy reading odom agrees only until chaos amplifies that (README, Known gaps).
-NAV_LAYOUT = {"joint_pos": 2, "joint_vel": 2, "imu": 10, "gps": 3, "nav_goal": 3}
+#: gps_nav's whole observation. ``odom`` is the env's wheel odometry, which sim_node publishes
+#: on odom (it used to publish the true pose there: meters off); nav_msgs/Odometry carries it
+#: to within an ulp (yaw <-> quaternion and world <-> body twist round trips: ~1/3 of yaw
+#: samples and ~2/5 of world velocities differ by <= 3.3e-16), which these episodes' records
+#: do not show (README, Known gaps).
+NAV_LAYOUT = {"joint_pos": 2, "joint_vel": 2, "imu": 10, "gps": 3, "nav_goal": 3, "odom": 6}
 NAV_SUITE = {"name": "ros_nav", "seed": 0, "episodes_per_cell": 2, "schedule": "constant",
              "tasks": [{"task": "gps_nav", "templates": ["square_route"]}],
              "cells": {"nominal": True,
@@ -274,8 +276,9 @@ def nav_checkpoint(tmp_path_factory):
 
 @pytest.mark.parametrize("which", ["scripted", "checkpoint"])
 def test_gps_nav_through_ros_matches_in_process(which, nav_checkpoint, tmp_path):
-    """gps_nav over ROS lockstep: sim_node's gps_nav task world (GPS, IMU, odometry, wheel
-    joints, nav_goal on task_state), the base command stamped per step (cmd_vel_stamped),
+    """gps_nav over ROS lockstep: sim_node's gps_nav task world (GPS, IMU, wheel odometry,
+    wheel joints, nav_goal on task_state; the evaluator scores ground_truth/odom), the base
+    command stamped per step (cmd_vel_stamped),
     gps_dropout_node holding the last fix through outages as the wrapper does, sensor noise
     on wheels and IMU: identical per-episode records to in-process, for the scripted
     go-to-waypoint baseline and a checkpoint trained here."""

@@ -168,3 +168,46 @@ def test_task_world_is_the_task_env_stepped_as_in_process(world):
     finally:
         session.close()
         env.close()
+
+
+def test_gps_nav_world_reports_the_env_odometry_and_the_ground_truth_apart():
+    """In the gps_nav task world ``odom`` is the env's own ``odom`` observation (wheel
+    odometry, zero at reset), not the base's true pose (which ``odom_truth`` gives, for the
+    evaluator): they drift meters apart, so a policy reading ``odom`` over ROS needs the
+    former (issue 17: sim_node published the truth as odom)."""
+    import gymnasium as gym
+
+    import clawgym_ros.sim  # noqa: F401
+    from clawgym_ros.sim.readings import odom_from_vector
+    from clawgym_ros.tasks.registry import get_task
+
+    def values(o) -> np.ndarray:
+        return np.concatenate([o.position, o.orientation_wxyz, o.linear_velocity,
+                               o.angular_velocity])
+
+    session = SimSession(SimNodeConfig(task="gps_nav", template="square_route",
+                                       publish_camera=False))
+    env = gym.make(get_task("gps_nav").env_id, template="square_route",
+                   control_mode="dict").unwrapped
+    try:
+        session.reset(3)
+        obs, _ = env.reset(seed=3)
+        apart = 0.0
+        for k in range(150):
+            twist = np.array([0.8, 0.5 * np.sin(k / 30)])
+            session.set_base_twist(*twist)
+            session.step(1)
+            obs, *_ = env.step({C.ACT_BASE_TWIST: twist})
+            assert np.array_equal(values(session.odom()),
+                                  values(odom_from_vector(obs[C.OBS_ODOM]))), k
+            assert np.array_equal(values(session.odom_truth()),
+                                  values(odom_from_vector(env.backend.odometry()))), k
+            apart = max(apart, float(np.hypot(*(session.odom().position[:2]
+                                                 - session.odom_truth().position[:2]))))
+        assert apart > 0.1
+        # The bare outdoor scene's env observes the truth: both are the same there.
+        session.reset(3, "outdoor")
+        assert np.array_equal(values(session.odom()), values(session.odom_truth()))
+    finally:
+        session.close()
+        env.close()

@@ -2,7 +2,9 @@
 
 Publishes (sensor QoS unless noted): ``joint_states_raw``, ``image_raw`` + ``camera_info``
 (wrist camera on the tabletop, front camera outdoors), ``imu/data_raw``, ``gps/fix_raw``,
-``odom``, ``object_poses_raw`` (ground truth, tabletop), ``task_state`` (task worlds; latched,
+``odom`` (the robot's odometry as the env observes it: gps_nav's wheel odometry in a task
+world) + ``ground_truth/odom`` (the base's true pose, world frame), ``object_poses_raw``
+(ground truth, tabletop), ``task_state`` (task worlds; latched,
 clawgym_interfaces/TaskState: :meth:`~clawgym_ros.sim.session.SimSession.task_state`) and
 ``/clock``
 (clock QoS). Subscribes (reliable): ``joint_trajectory``, ``gripper_command``, ``cmd_vel``,
@@ -148,6 +150,8 @@ class SimNode(Node):
             SENSOR_IMU: (Imu, C.TOPIC_IMU_RAW, cfg.publish_imu),
             SENSOR_GPS: (NavSatFix, C.TOPIC_GPS_RAW, cfg.publish_gps),
             SENSOR_ODOM: (Odometry, C.TOPIC_ODOM, cfg.publish_odom),
+            # Published with odom: the ground truth the evaluator scores.
+            "odom_truth": (Odometry, C.TOPIC_ODOM_TRUTH, cfg.publish_odom),
             SENSOR_OBJECTS: (PoseArray, C.TOPIC_OBJECT_POSES_RAW, cfg.publish_object_poses),
             # Always: a reset may switch a bare scene into a task world.
             SENSOR_TASK: (TaskState, C.TOPIC_TASK_STATE, True),
@@ -288,7 +292,11 @@ class SimNode(Node):
         elif sensor == SENSOR_GPS:
             pub.publish(sensors.navsat_fix_msg(session.gps(), stamp, C.FRAME_GPS))
         elif sensor == SENSOR_ODOM:
+            # The robot's odometry as the env observes it (gps_nav: wheel odometry), then the
+            # ground truth in the world frame.
             pub.publish(sensors.odometry_msg(session.odom(), stamp, C.FRAME_ODOM, C.FRAME_BASE))
+            self._pubs["odom_truth"].publish(sensors.odometry_msg(
+                session.odom_truth(), stamp, C.FRAME_WORLD, C.FRAME_BASE))
         elif sensor == SENSOR_OBJECTS:
             _, poses = session.object_poses()
             msg = sensors.pose_array_msg(poses, stamp, C.FRAME_WORLD)

@@ -137,12 +137,13 @@ class LockstepEvaluator:
                 event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
             for key, msg_type, topic in (("joints", JointState, C.TOPIC_JOINT_STATES_RAW),
                                          ("objects", PoseArray, C.TOPIC_OBJECT_POSES_RAW),
-                                         ("odom", Odometry, C.TOPIC_ODOM),
+                                         ("odom", Odometry, C.TOPIC_ODOM_TRUTH),
                                          ("task", TaskState, C.TOPIC_TASK_STATE))]
 
     @staticmethod
     def _world_streams(scene: str, task_world: bool) -> tuple[str, ...]:
-        """The ground truth of a scene: joints and object poses (arm) or joints and odometry
+        """The ground truth of a scene: joints and object poses (arm) or joints and the true
+        odometry (``ground_truth/odom``; ``odom`` is the robot's own, wheel odometry in gps_nav)
         (mobile base: the scorer's position and the stages' input), plus task_state."""
         return ("joints", "objects" if scene == C.SCENE_TABLETOP else "odom") + (
             ("task",) if task_world else ())
@@ -246,7 +247,7 @@ class LockstepEvaluator:
 
     def _truth_state(self, js: JointState, second: Any) -> dict[str, np.ndarray]:
         """The scorer's true state from a joint state and the object poses (arm) or the
-        odometry (base; the env's ``odom`` layout)."""
+        true odometry (base; in the env's ``odom`` layout)."""
         state = self.assembler.joints(js.name, js.position, js.velocity)
         if self.assembler.is_arm:
             state[C.OBS_OBJECT_POSES] = sensors.pose_array_values(second)

@@ -467,6 +467,16 @@ class SimSession:
         return gps_from_vector(self.backend.gps())
 
     def odom(self) -> OdomValues:
+        """The odometry the robot reports, as the env observes it: in a task world the task
+        env's ``odom`` observation (gps_nav: wheel odometry in the odom frame, zero at reset,
+        as a diff-drive controller publishes it), else the ground truth (the bare scene
+        env's ``odom``)."""
+        if self.env is not None and C.OBS_ODOM in self._obs:
+            return odom_from_vector(self._obs[C.OBS_ODOM])
+        return self.odom_truth()
+
+    def odom_truth(self) -> OdomValues:
+        """The base's true pose and twist in the world frame (what the scorer reads)."""
         return odom_from_vector(self.backend.odometry())
 
     def object_poses(self) -> tuple[tuple[str, ...], np.ndarray]:

@@ -57,6 +57,10 @@ _TOPICS = (
              "gps/fix_raw", "gz.msgs.NavSat"),
     SimTopic(C.TOPIC_ODOM, "nav_msgs/msg/Odometry", PUBLISH, C.TOPIC_ODOM,
              "odom", "gz.msgs.Odometry"),
+    SimTopic(C.TOPIC_ODOM_TRUTH, "nav_msgs/msg/Odometry", PUBLISH, C.TOPIC_ODOM_TRUTH, None,
+             None, "sim_node only: the base's true pose and twist in the world frame (the "
+             "evaluator's ground truth; odom is the robot's own odometry, as the env "
+             "observes it); on Gazebo an OdometryPublisher system could provide it"),
     SimTopic(C.TOPIC_CLOCK, "rosgraph_msgs/msg/Clock", PUBLISH, C.TOPIC_CLOCK,
              "/clock", "gz.msgs.Clock"),
     SimTopic(C.TOPIC_OBJECT_POSES_RAW, "geometry_msgs/msg/PoseArray", PUBLISH,
