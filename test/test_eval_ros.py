@@ -173,6 +173,63 @@ def test_trained_checkpoint_through_ros_matches_in_process_on_task_worlds(checkp
     assert all(e["metrics"]["jerk_rms"] > 0 for e in ros)
 
 
+#: The other arm tasks' observation layouts (peg_insert: sensor keys only; pill_handover:
+#: hand_state from task_state, one object).
+ARM_TASK_LAYOUTS = {
+    "peg_insert": {"joint_pos": 7, "joint_vel": 7, "gripper_width": 1, "tool_pose": 7,
+                   "object_poses": 14},
+    "pill_handover": {"joint_pos": 7, "joint_vel": 7, "gripper_width": 1, "tool_pose": 7,
+                      "object_poses": 7, "hand_state": 8},
+}
+
+
+@pytest.mark.parametrize("task, template", [("peg_insert", "round_peg"),
+                                            ("pill_handover", "pill_box")])
+def test_trained_checkpoint_through_clawgym_eval_ros_on_peg_and_handover(
+        task, template, tmp_path_factory, capsys):
+    """`clawgym eval --mode ros --checkpoint` with a checkpoint of the task's own observation
+    layout (trained here), nominal, sensor noise and dynamics: the same report records as
+    `--mode in_process` (pick_place and gps_nav: the tests above and below)."""
+    pytest.importorskip("rclpy")
+    from clawgym_ros.cli import main
+
+    root, ckpt = train_checkpoint(tmp_path_factory.mktemp(task), ARM_TASK_LAYOUTS[task],
+                                  chunk=2)
+    suite = root / "suite.yaml"
+    suite.write_text(f"""\
+name: ros_{task}
+seed: 0
+episodes_per_cell: 1
+schedule: constant
+tasks:
+  - task: {task}
+    templates: [{template}]
+cells:
+  nominal: true
+  sweeps:
+    - family: sensor_noise
+      intensities: [1.0]
+    - family: dynamics
+      intensities: [1.0]
+""")
+    reports = {}
+    for mode in ("ros", "in_process"):
+        assert main(["eval", "--checkpoint", ckpt[:12], "--suite", str(suite), "--seed", "7",
+                     "--out", str(root), "--mode", mode, "--workers", "1", "--world", "task",
+                     "--max-steps", "80"]) == 0
+        lines = capsys.readouterr().out.split("\n")
+        json_line = next(line for line in lines if line.startswith("json: "))
+        reports[mode] = json.loads(open(json_line[len("json: "):]).read())
+    ros, local = reports["ros"]["per_episode"], reports["in_process"]["per_episode"]
+    assert len(ros) == len(local) == 3
+    assert {e["family"] for e in ros} == {"none", "sensor_noise", "dynamics"}
+    for a, b in zip(ros, local, strict=True):
+        assert a["task"] == task and a["stages"] == b["stages"]
+        b = {k: v for k, v in b.items() if k != "failure_states"}
+        assert a == b, (a["index"], [k for k in b if a.get(k) != b[k]])
+    assert all(e["metrics"]["jerk_rms"] > 0 for e in ros)
+
+
 def test_scripted_policy_through_ros_matches_in_process_on_peg_and_handover(tmp_path):
     """The other arm tasks' worlds in one graph (sim_node switches world per reset), with the
     scripted baseline, nominal and perturbed: identical records."""
