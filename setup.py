@@ -63,5 +63,8 @@ setup(
     tests_require=["pytest"],
     entry_points={
         "console_scripts": [f"clawgym = {PACKAGE}.cli:main", *node_scripts()],
+        # Policy types outside the built-in mlp/cnn register here (docs/extending.md): the
+        # residual policy of RL fine-tuning uses the same path a third-party package would.
+        f"{PACKAGE}.policies": [f"residual = {PACKAGE}.training.residual:ResidualPolicy"],
     },
 )

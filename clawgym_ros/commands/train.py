@@ -1,7 +1,9 @@
-"""`clawgym train`: behaviour cloning on dataset artifacts; prints the checkpoint id.
+"""`clawgym train`: behaviour cloning on dataset artifacts, or RL fine-tuning of a BC
+checkpoint (``--finetune rl --from ID``); prints the checkpoint id.
 
 Runs the training core in this process (same core as trainer_node's Train action). Re-running
-an interrupted command with the same arguments resumes from its newest step folder.
+an interrupted BC command with the same arguments resumes from its newest step folder; an
+interrupted fine-tuning run starts again and commits the same checkpoint id.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("train", help="train a policy on datasets; prints the checkpoint id")
-    parser.add_argument("--dataset", action="append", required=True, metavar="ID",
-                        help="dataset artifact id (repeat for several)")
+    parser.add_argument("--dataset", action="append", metavar="ID",
+                        help="dataset artifact id (repeat for several); required for BC")
     parser.add_argument("--steps", type=int, required=True,
-                        help="optimizer steps, [1, 10000000]")
+                        help="optimizer steps, [1, 10000000] (with --finetune rl: simulated "
+                             "environment steps)")
     parser.add_argument("--seed", type=int, required=True, help="training seed")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="run directory holding the datasets; the checkpoint goes there")
@@ -43,6 +46,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="warm start from this checkpoint's weights")
     parser.add_argument("--no-resume", action="store_true",
                         help="start from scratch even if an earlier run can be resumed")
+    rl = parser.add_argument_group("RL fine-tuning (residual PPO over a frozen BC checkpoint)")
+    rl.add_argument("--finetune", choices=("rl",), default=None,
+                    help="fine-tune the --from checkpoint with RL instead of behaviour cloning")
+    rl.add_argument("--from", dest="from_checkpoint", metavar="ID",
+                    help="the BC checkpoint to fine-tune (in --out's run directory)")
+    rl.add_argument("--task", default=None, help="task of the fine-tuning episodes "
+                    "(default pick_place)")
+    rl.add_argument("--workers", type=int, default=None,
+                    help="environment processes, [1, 64] (default 1)")
+    rl.add_argument("--rl-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a fine-tuning setting, e.g. lr=3e-5, residual_scale_joint=0.03 "
+                         "(repeatable; docs/notes/rl_finetune.md)")
+    rl.add_argument("--progress", action="store_true", help="show a progress bar")
     parser.set_defaults(handler=run)
 
 
@@ -84,10 +100,59 @@ def parse_policy_options(items: list[str]) -> dict:
     return options
 
 
+def build_finetune_config(args: argparse.Namespace):
+    """The FinetuneConfig of the command line (validated; ConfigError names the bad field)."""
+    from clawgym_ros.errors import ConfigError
+    from clawgym_ros.training.rl import FinetuneConfig
+
+    if not args.from_checkpoint:
+        raise ConfigError("--from", None, "the checkpoint id to fine-tune (with --finetune rl)")
+    if args.dataset:
+        raise ConfigError("--dataset", args.dataset, "none with --finetune rl (it trains in "
+                          "simulation from the --from checkpoint)")
+    options = parse_policy_options(args.rl_option)
+    allowed = FinetuneConfig.option_names()
+    for key in options:
+        if key not in allowed:
+            raise ConfigError(f"--rl-option {key}", options[key], "one of " + ", ".join(allowed))
+    values = {"base_checkpoint": args.from_checkpoint, "steps": args.steps, "seed": args.seed,
+              **options}
+    if args.task is not None:
+        from clawgym_ros.tasks.registry import TASKS
+
+        if args.task not in TASKS:
+            raise ConfigError("--task", args.task, "one of " + ", ".join(TASKS))
+        values["task"] = args.task
+    if args.workers is not None:
+        values["workers"] = args.workers
+    try:
+        return FinetuneConfig(**values)
+    except TypeError as err:
+        raise ConfigError("--rl-option", options, f"values of the right type ({err})") from None
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    from clawgym_ros.training.rl import finetune
+
+    cfg = build_finetune_config(args)
+    result = finetune(args.out, cfg, progress_bar=args.progress)
+    print(result.checkpoint_id)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from clawgym_ros.artifacts import ArtifactStore
     from clawgym_ros.errors import ConfigError
 
+    if args.finetune:
+        return run_finetune(args)
+    for name in ("from_checkpoint", "task", "workers"):
+        if getattr(args, name) is not None or args.rl_option:
+            flag = "--rl-option" if args.rl_option else "--" + name.replace("_checkpoint", "")
+            raise ConfigError(flag, getattr(args, name) or args.rl_option,
+                              "only with --finetune rl")
+    if not args.dataset:
+        raise ConfigError("--dataset", None, "at least one dataset id (behaviour cloning)")
     cfg = build_config(args)
     store = ArtifactStore(args.out)
     from clawgym_ros.training.bc import train

@@ -496,8 +496,13 @@ class TorchPolicy:
         self._queue: deque[np.ndarray] = deque()
 
     def reset(self) -> None:
-        """Forget queued actions of a chunk (called at every episode start)."""
+        """Forget queued actions of a chunk (called at every episode start), and the model's
+        own per-episode state where it has one (``reset_state``, e.g. a residual policy's base
+        chunk)."""
         self._queue.clear()
+        reset_state = getattr(self.model, "reset_state", None)
+        if reset_state is not None:
+            reset_state()
 
     def open_loop_steps(self) -> int:
         """Queued actions of the current chunk: the next calls of :meth:`act` that do not read

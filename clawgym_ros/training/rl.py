@@ -1,0 +1,380 @@
+"""RL fine-tuning of a behaviour-cloning checkpoint: residual PPO (Stable-Baselines3) on the
+task envs, committed as a content-addressed :mod:`residual <clawgym_ros.training.residual>`
+checkpoint whose lineage reaches the BC parent.
+
+What is learned: a correction added to the frozen BC policy's action at every control step
+(residual RL). The RL observation is the residual network's input (the BC policy's normalized
+observation and its own normalized prediction of the step's action); the RL action is the
+correction in [-1, 1] per action element, scaled by ``residual_scale_*``. PPO's actor is an
+MLP of :attr:`FinetuneConfig.hidden` with tanh, exactly the residual network of the committed
+checkpoint (the SB3 actor's weights are copied into it), so evaluation, the loop and
+policy_node run the fine-tuned policy through the same checkpoint path as any BC policy.
+
+Reward (named terms, weighted in :class:`FinetuneConfig`; each term's episode sum is in the
+step info under ``reward_terms`` and in the TensorBoard curves):
+
+* ``progress``: the task's stage-wise progress (stages reached plus shaped distance to the next
+  one, :meth:`~clawgym_ros.tasks.base.StageTracker.progress`) as a potential: the step's
+  increase ``phi(s') - phi(s)``, so lingering earns nothing and the optimal policy is unchanged
+  by the shaping;
+* ``success``: once, when the task's success condition holds (the episode ends there);
+* ``collision``: per step with an unintended contact (the feasibility sign-off's notion),
+  subtracted.
+
+Episodes are the task env's own (a training template drawn per reset from the env's seeded
+RNG), ``max_episode_steps`` long at most. Same seed and worker count, same checkpoint id: SB3
+seeds torch, numpy and every env (``seed + i``), torch runs single-threaded with deterministic
+algorithms, and nothing measured in wall time enters the committed content. An interrupted run
+(kill -9) leaves no artifact; rerunning the command trains again from the start and commits the
+same id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from clawgym_ros import constants as C
+from clawgym_ros.config import check_choice, check_int, check_range
+from clawgym_ros.errors import ActionError, CheckpointError, ConfigError
+
+#: Algorithms of RL fine-tuning (Stable-Baselines3).
+ALGORITHMS: tuple[str, ...] = ("ppo",)
+#: Reward terms (see the module docstring) and their config fields.
+REWARD_TERMS: tuple[str, ...] = ("progress", "success", "collision")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneConfig:
+    """One RL fine-tuning run (validated on construction; ConfigError names the field)."""
+
+    base_checkpoint: str
+    steps: int
+    seed: int
+    task: str = C.TASK_PICK_PLACE
+    workers: int = 1
+    algorithm: str = "ppo"
+    #: largest correction of a joint target (rad), of the gripper width (m), of a joint
+    #: velocity feed-forward (rad/s; 0 = the BC policy's own) and of a base twist element
+    residual_scale_joint: float = 0.05
+    residual_scale_gripper: float = 0.02
+    residual_scale_velocity: float = 0.0
+    residual_scale_twist: float = 0.2
+    hidden: tuple[int, ...] = (64, 64)
+    max_episode_steps: int = 800
+    n_steps: int = 512
+    batch_size: int = 256
+    n_epochs: int = 5
+    lr: float = 1e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_range: float = 0.1
+    #: log of the exploration noise's initial standard deviation (in correction units)
+    log_std_init: float = -2.5
+    reward_progress: float = 10.0
+    reward_success: float = 5.0
+    reward_collision: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.base_checkpoint, str) or not self.base_checkpoint:
+            raise ConfigError("from", self.base_checkpoint, "a checkpoint id")
+        check_int("steps", self.steps, 1, 100_000_000)
+        check_int("seed", self.seed, 0, 2**31 - 1)
+        check_int("workers", self.workers, 1, 64)
+        check_choice("algorithm", self.algorithm, ALGORITHMS)
+        check_range("residual_scale_joint", self.residual_scale_joint, 0.0, 1.0)
+        check_range("residual_scale_gripper", self.residual_scale_gripper, 0.0, 0.08)
+        check_range("residual_scale_velocity", self.residual_scale_velocity, 0.0, 5.0)
+        check_range("residual_scale_twist", self.residual_scale_twist, 0.0, 2.0)
+        object.__setattr__(self, "hidden", tuple(self.hidden))
+        if not self.hidden:
+            raise ConfigError("hidden", self.hidden, "at least one width")
+        for i, width in enumerate(self.hidden):
+            check_int(f"hidden[{i}]", width, 1, 4096)
+        check_int("max_episode_steps", self.max_episode_steps, 1, 100_000)
+        check_int("n_steps", self.n_steps, 2, 1_000_000)
+        check_int("batch_size", self.batch_size, 2, 1_000_000)
+        check_int("n_epochs", self.n_epochs, 1, 1000)
+        check_range("lr", self.lr, 1e-8, 1.0)
+        check_range("gamma", self.gamma, 0.0, 1.0)
+        check_range("gae_lambda", self.gae_lambda, 0.0, 1.0)
+        check_range("clip_range", self.clip_range, 1e-4, 1.0)
+        check_range("log_std_init", self.log_std_init, -10.0, 2.0)
+        for term in REWARD_TERMS:
+            check_range(f"reward_{term}", getattr(self, f"reward_{term}"), 0.0, 1000.0)
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["hidden"] = list(self.hidden)
+        return data
+
+    @classmethod
+    def option_names(cls) -> tuple[str, ...]:
+        """Fields settable with ``--rl-option`` (all but the run's identity)."""
+        return tuple(f.name for f in dataclasses.fields(cls)
+                     if f.name not in ("base_checkpoint", "steps", "seed", "task", "workers"))
+
+
+@dataclasses.dataclass
+class FinetuneResult:
+    checkpoint_id: str
+    timesteps: int
+    episodes: int
+    train_success_rate: float
+    steps_per_s: float
+    work_dir: Path
+    log_dir: Path | None
+
+
+# --------------------------------------------------------------------------- the env
+class ResidualEnv(gym.Env):
+    """A task env as the residual learner sees it (see the module docstring).
+
+    Args:
+        run_dir: run directory holding the BC checkpoint.
+        cfg: the fine-tuning config (base checkpoint, task, reward weights, scales).
+        perturb: optional callable wrapping the task env (domain randomization).
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, run_dir: str | Path, cfg: FinetuneConfig,
+                 perturb: Callable[[gym.Env], gym.Env] | None = None) -> None:
+        import torch
+
+        from clawgym_ros.artifacts import ArtifactStore
+        from clawgym_ros.tasks.registry import get_task
+        from clawgym_ros.training.checkpoint import load_checkpoint
+
+        torch.set_num_threads(1)
+        self.cfg = cfg
+        store = ArtifactStore(run_dir)
+        env_id = get_task(cfg.task).env_id
+        inner = gym.make(env_id, control_mode=C.CONTROL_DICT,
+                         max_episode_steps=cfg.max_episode_steps)
+        self.env = perturb(inner) if perturb is not None else inner
+        self.task_env = inner.unwrapped
+        obs_spec = {k: int(np.prod(s.shape)) for k, s in inner.observation_space.spaces.items()
+                    if s.dtype != np.uint8}
+        act_spec = {k: int(np.prod(s.shape)) for k, s in inner.action_space.spaces.items()}
+        ckpt = load_checkpoint(store, cfg.base_checkpoint)
+        for what, needed, offered in (("observation", ckpt.obs_spec, obs_spec),
+                                      ("action", ckpt.action_spec, act_spec)):
+            if any(offered.get(k) != w for k, w in needed.items()):
+                raise CheckpointError(
+                    f"checkpoint {ckpt.artifact.id[:12]} does not fit task {cfg.task}: its "
+                    f"{what} layout is {_describe(needed)}; the task's env has "
+                    f"{_describe(offered)}")
+        self.policy = residual_from_checkpoint(ckpt, cfg)
+        self.obs_spec, self.action_spec = ckpt.obs_spec, ckpt.action_spec
+        self.base_id = ckpt.artifact.id
+        width = self.policy.encoder[0].in_features
+        self.observation_space = spaces.Box(-np.inf, np.inf, (width,), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (ckpt.spec.act_dim,), np.float32)
+        self._base: Any = None
+        self._phi = 0.0
+        self._terms = dict.fromkeys(REWARD_TERMS, 0.0)
+
+    def _advance(self, obs: Mapping[str, Any]) -> np.ndarray:
+        import torch
+
+        from clawgym_ros.training.policies import flatten_obs
+
+        state = torch.from_numpy(flatten_obs(obs, self.obs_spec)).unsqueeze(0)
+        with torch.inference_mode():
+            x, self._base = self.policy.residual_input(state)
+        return x[0].numpy().astype(np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.policy.reset_state()
+        self._phi = float(self.task_env.dense_reward())
+        self._terms = dict.fromkeys(REWARD_TERMS, 0.0)
+        return self._advance(obs), info
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        import torch
+
+        from clawgym_ros.training.policies import unflatten_action
+
+        a = np.asarray(action, dtype=np.float32).reshape(-1)
+        if a.shape != self.action_space.shape or not np.all(np.isfinite(a)):
+            raise ActionError(f"residual action must be {self.action_space.shape[0]} finite "
+                              f"values in [-1, 1], got {a.tolist()}")
+        with torch.inference_mode():
+            command = self.policy.combine(self._base, torch.from_numpy(a).unsqueeze(0))
+        obs, _, terminated, truncated, info = self.env.step(
+            unflatten_action(command[0].numpy().astype(np.float64), self.action_spec))
+        phi = float(self.task_env.dense_reward())
+        success = bool(info.get("success", terminated))
+        terms = {"progress": phi - self._phi, "success": float(success),
+                 "collision": -float(bool(info.get("collision", False)))}
+        self._phi = phi
+        reward = sum(getattr(self.cfg, f"reward_{k}") * v for k, v in terms.items())
+        for k, v in terms.items():
+            self._terms[k] += v
+        info["reward_terms"] = dict(self._terms)
+        info["is_success"] = success           # SB3's episode success buffer reads this key
+        return self._advance(obs), float(reward), bool(terminated), bool(truncated), info
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _describe(spec: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}:{w}" for k, w in spec.items())
+
+
+def residual_from_checkpoint(ckpt: Any, cfg: FinetuneConfig) -> Any:
+    """A residual policy over the BC checkpoint ``ckpt`` (zero-initialized output layer)."""
+    import torch
+
+    from clawgym_ros.training.policies import build_policy
+    from clawgym_ros.training.residual import POLICY_RESIDUAL, residual_spec
+
+    base_spec = ckpt.spec
+    if base_spec.type == POLICY_RESIDUAL:
+        raise ConfigError("from", ckpt.artifact.id[:12], "a behaviour-cloning checkpoint (this "
+                          "one is already RL fine-tuned; fine-tune its BC parent "
+                          f"{ckpt.meta.get('init_checkpoint', '?')[:12]})")
+    per_key = {C.ACT_JOINT_TARGET: cfg.residual_scale_joint,
+               C.ACT_GRIPPER: cfg.residual_scale_gripper,
+               C.ACT_JOINT_VEL: cfg.residual_scale_velocity,
+               C.ACT_BASE_TWIST: cfg.residual_scale_twist}
+    unknown = [k for k in ckpt.action_spec if k not in per_key]
+    if unknown:
+        raise ConfigError("action_spec", unknown, "action keys with a residual scale: "
+                          + ", ".join(per_key))
+    scale = [per_key[k] for k, w in ckpt.action_spec.items() for _ in range(w)]
+    spec = residual_spec(base_spec, scale, cfg.hidden)
+    policy = build_policy(spec, seed=cfg.seed)
+    policy.base.load_state_dict(ckpt.weights, strict=True)
+    with torch.no_grad():
+        policy.head.weight.zero_()
+        policy.head.bias.zero_()
+    return policy.eval()
+
+
+# --------------------------------------------------------------------------- the run
+def work_key(cfg: FinetuneConfig, base_id: str) -> str:
+    """Name of the run's work folder: a hash of everything that determines its weights."""
+    data = {"config": {**cfg.to_json(), "base_checkpoint": base_id}, "kind": "rl-residual"}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = False,
+             tensorboard: bool = True) -> FinetuneResult:
+    """Fine-tune ``cfg.base_checkpoint`` with residual PPO and commit the checkpoint.
+
+    Raises:
+        ArtifactError, CheckpointError: unknown base, or one whose layout does not fit the task.
+        ConfigError: a bad setting (named).
+    """
+    import stable_baselines3 as sb3
+    import torch
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+    from torch import nn
+
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.training import checkpoint as ckpt
+
+    store = ArtifactStore(run_dir)
+    base = ckpt.load_checkpoint(store, cfg.base_checkpoint)
+    cfg = dataclasses.replace(cfg, base_checkpoint=base.artifact.id)
+    probe = ResidualEnv(run_dir, cfg)          # checks the layout here, not in a worker
+    probe.close()
+    key = work_key(cfg, base.artifact.id)
+    work_dir = store.run_dir / C.DIR_TRAIN_WORK / key
+    log_dir = store.run_dir / C.DIR_LOGS / C.DIR_TENSORBOARD / key if tensorboard else None
+
+    def make() -> gym.Env:
+        return ResidualEnv(run_dir, cfg)
+
+    vec_cls = DummyVecEnv if cfg.workers == 1 else SubprocVecEnv
+    kwargs = {} if cfg.workers == 1 else {"start_method": "forkserver"}
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    venv = vec_cls([make] * cfg.workers, **kwargs)
+    threads = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    episodes: list[bool] = []
+
+    class _Episodes(BaseCallback):
+        def _on_step(self) -> bool:
+            for done, info in zip(self.locals["dones"], self.locals["infos"]):
+                if done:
+                    episodes.append(bool(info.get("is_success")))
+                    for term, value in info.get("reward_terms", {}).items():
+                        self.logger.record_mean(f"reward_terms/{term}", value)
+            return True
+
+    try:
+        torch.set_num_threads(1)
+        torch.use_deterministic_algorithms(True)
+        model = sb3.PPO(
+            "MlpPolicy", venv, n_steps=cfg.n_steps, batch_size=cfg.batch_size,
+            n_epochs=cfg.n_epochs, learning_rate=cfg.lr, gamma=cfg.gamma,
+            gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range, seed=cfg.seed, device="cpu",
+            policy_kwargs={"net_arch": {"pi": list(cfg.hidden), "vf": [64, 64]},
+                           "activation_fn": nn.Tanh, "log_std_init": cfg.log_std_init})
+        with torch.no_grad():      # start exactly at the BC policy (mean correction 0)
+            model.policy.action_net.weight.zero_()
+            model.policy.action_net.bias.zero_()
+        # SB3 otherwise makes an empty SB3-<date> folder in /tmp for every run.
+        model.set_logger(configure(str(log_dir), ["tensorboard"]) if log_dir
+                         else _silent_logger())
+        start = time.perf_counter()
+        model.learn(total_timesteps=cfg.steps, callback=_Episodes(), progress_bar=progress_bar)
+        elapsed = time.perf_counter() - start
+        policy = residual_from_checkpoint(base, cfg)
+        linears = [m for m in model.policy.mlp_extractor.policy_net if isinstance(m, nn.Linear)]
+        linears.append(model.policy.action_net)
+        policy.load_residual([(m.weight.detach(), m.bias.detach()) for m in linears])
+        timesteps = int(model.num_timesteps)
+    finally:
+        venv.close()
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+
+    meta = {
+        "format": ckpt.CHECKPOINT_FORMAT, "train_config": cfg.to_json(),
+        "policy_spec": policy.spec.to_json(), "obs_spec": ckpt.spec_pairs(base.obs_spec),
+        "action_spec": ckpt.spec_pairs(base.action_spec), "group_names": [],
+        "group_weights": {}, "frozen_groups": [], "dataset_ids": [], "stats": {},
+        "init_checkpoint": base.artifact.id, "finetune": "rl",
+    }
+    ckpt.write_step(work_dir, timesteps, policy=policy, meta=meta, state_tensors={},
+                    state_json={})
+    success = float(np.mean(episodes)) if episodes else 0.0
+    content = {"step": timesteps, "steps": cfg.steps, "episodes": len(episodes),
+               "train_success_rate": success, "base_checkpoint": base.artifact.id,
+               "work_key": key, "finetune": "rl", "algorithm": cfg.algorithm}
+    steps_per_s = timesteps / max(elapsed, 1e-9)
+    artifact = ckpt.commit_checkpoint(
+        store, work_dir, timesteps, summary_content=content,
+        config={**cfg.to_json(), "finetune": "rl"}, seed=cfg.seed, parents=[base.artifact.id],
+        summary={"step": timesteps, "episodes": len(episodes), "train_success_rate": success,
+                 "steps_per_s": round(steps_per_s, 1), "policy": policy.spec.type,
+                 "finetune": "rl"})
+    return FinetuneResult(checkpoint_id=artifact.id, timesteps=timesteps,
+                          episodes=len(episodes), train_success_rate=success,
+                          steps_per_s=steps_per_s, work_dir=work_dir, log_dir=log_dir)
+
+
+def _silent_logger() -> Any:
+    from stable_baselines3.common.logger import Logger
+
+    return Logger(folder=None, output_formats=[])

@@ -1,0 +1,184 @@
+"""RL fine-tuning (`clawgym train --finetune rl --from ID`): residual PPO over a frozen BC
+checkpoint, committed as a checkpoint that every evaluator path runs.
+
+One small real BC checkpoint (3 synthesized pick_place demonstrations, 30 training steps) is
+built once per module; fine-tuning runs a few hundred environment steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("stable_baselines3")
+pytest.importorskip("mujoco")
+
+from clawgym_ros import constants as C  # noqa: E402
+from clawgym_ros.artifacts import ArtifactStore  # noqa: E402
+from clawgym_ros.cli import main  # noqa: E402
+from test.conftest import synthetic_train_run  # noqa: E402
+
+#: A fine-tuning run small enough for the suite: 2 PPO rollouts of 128 steps.
+SMALL = ["--rl-option", "n_steps=128", "--rl-option", "batch_size=64",
+         "--rl-option", "n_epochs=2", "--rl-option", "max_episode_steps=100"]
+
+
+@pytest.fixture(scope="module")
+def bc_run(tmp_path_factory):
+    """(run folder, BC checkpoint id) trained on real pick_place demonstrations."""
+    from clawgym_ros.tasks.synth import SynthRequest, synthesize
+    from clawgym_ros.training.bc import train
+    from clawgym_ros.training.config import TrainConfig
+    from clawgym_ros.training.data import open_training_table
+
+    root = tmp_path_factory.mktemp("rl")
+    dataset, _ = synthesize(SynthRequest(out=str(root), episodes=3, seed=3,
+                                         task=C.TASK_PICK_PLACE, workers=1))
+    store = ArtifactStore(root)
+    table = open_training_table(store, [dataset.id])
+    result = train(table, TrainConfig(steps=30, seed=0, batch_size=32, chunk=5), store,
+                   dataset_ids=[dataset.id], tensorboard=False)
+    return root, result.checkpoint_id
+
+
+@pytest.fixture(scope="module")
+def syn_run(tmp_path_factory):
+    return synthetic_train_run(tmp_path_factory)
+
+
+def _finetune(capsys, root, base, *extra):
+    code = main(["train", "--finetune", "rl", "--from", base[:12], "--steps", "256",
+                 "--seed", "0", "--out", str(root), *SMALL, *extra])
+    out = capsys.readouterr()
+    return code, out.out.strip(), out.err
+
+
+def test_zero_residual_acts_exactly_like_the_bc_policy(bc_run):
+    """Before any update the residual's output layer is zero: the fine-tuned policy starts
+    as the BC policy, action for action (chunks executed from the same queue)."""
+    from clawgym_ros.tasks.pick_place import PickPlaceEnv
+    from clawgym_ros.training.checkpoint import load_checkpoint, load_policy
+    from clawgym_ros.training.policies import TorchPolicy
+    from clawgym_ros.training.rl import FinetuneConfig, residual_from_checkpoint
+
+    root, base_id = bc_run
+    store = ArtifactStore(root)
+    ckpt = load_checkpoint(store, base_id)
+    residual = TorchPolicy(residual_from_checkpoint(
+        ckpt, FinetuneConfig(base_checkpoint=base_id, steps=1, seed=0)),
+        ckpt.obs_spec, ckpt.action_spec)
+    base = load_policy(store, base_id)
+    env = PickPlaceEnv()
+    for policy_a, policy_b in ((base, residual),):
+        obs, _ = env.reset(seed=11)
+        policy_a.reset()
+        policy_b.reset()
+        for _ in range(40):
+            a, b = policy_a.act(obs), policy_b.act(obs)
+            assert a.keys() == b.keys()
+            for key in a:
+                np.testing.assert_allclose(a[key], b[key], rtol=0, atol=1e-6)
+            obs, *_ = env.step(a)
+    env.close()
+
+
+def test_finetune_commits_a_traceable_checkpoint_that_evaluates(bc_run, capsys):
+    from clawgym_ros.tasks.pick_place import PickPlaceEnv
+    from clawgym_ros.training.checkpoint import load_policy
+    from clawgym_ros.training.rollout_check import run_episodes
+
+    root, base_id = bc_run
+    code, out, err = _finetune(capsys, root, base_id)
+    assert code == 0, err
+    store = ArtifactStore(root)
+    art = store.resolve(out, C.KIND_CHECKPOINT)
+    assert art.manifest.parents == [base_id]
+    assert art.manifest.config["finetune"] == "rl"
+    assert art.manifest.summary["step"] >= 256
+    # Same seed and worker count, same id (the run trains again: nothing is reused).
+    code2, out2, _ = _finetune(capsys, root, base_id)
+    assert code2 == 0 and out2 == out
+    # A different seed is a different run.
+    code3, out3, _ = _finetune(capsys, root, base_id, "--rl-option", "lr=0.001")
+    assert code3 == 0 and out3 != out
+    # It runs through the evaluator's entry point like any checkpoint; the correction moved
+    # it off the BC policy's actions.
+    policy = load_policy(store, out)
+    assert policy.model.spec.type == "residual"
+    outcome = run_episodes(policy, [7_000_000], env=PickPlaceEnv(), max_steps=30)
+    assert outcome[0].steps == 30
+    assert float(policy.model.head.weight.detach().abs().sum()) > 0
+
+
+def test_reward_terms_reward_the_expert_over_random_and_stalled_actions(bc_run):
+    """The shaped reward favours task progress: over 120 steps of the same episode, the BC
+    policy's (trained on expert demonstrations) return beats a stalled arm's and random
+    corrections' on the residual env."""
+    from clawgym_ros.training.rl import FinetuneConfig, ResidualEnv
+
+    root, base_id = bc_run
+    cfg = FinetuneConfig(base_checkpoint=base_id, steps=1, seed=0, max_episode_steps=120)
+    env = ResidualEnv(root, cfg)
+    returns = {}
+    rng = np.random.default_rng(0)
+    for name in ("bc", "random"):
+        env.reset(seed=5)
+        total, done = 0.0, False
+        while not done:
+            shape = env.action_space.shape
+            action = np.zeros(shape, np.float32) if name == "bc" else \
+                rng.uniform(-1, 1, shape).astype(np.float32)
+            _, reward, terminated, truncated, info = env.step(action)
+            total += reward
+            done = terminated or truncated
+        returns[name] = total
+        assert set(info["reward_terms"]) == {"progress", "success", "collision"}
+    env.close()
+    assert returns["bc"] > returns["random"], returns
+
+
+@pytest.mark.parametrize("case", ["no_from", "dataset_too", "unknown_option", "bad_value",
+                                  "layout", "residual_parent", "unknown_task"])
+def test_finetune_bad_input_is_one_line_and_commits_nothing(bc_run, case, capsys, syn_run):
+    root, base_id = bc_run
+    store = ArtifactStore(root)
+    before = len(store.list(C.KIND_CHECKPOINT))
+    args = ["train", "--finetune", "rl", "--steps", "256", "--seed", "0", "--out", str(root)]
+    expect = ""
+    if case == "no_from":
+        expect = "--from"
+    elif case == "dataset_too":
+        args += ["--from", base_id[:12], "--dataset", "abcdef12"]
+        expect = "--dataset"
+    elif case == "unknown_option":
+        args += ["--from", base_id[:12], "--rl-option", "warp=9"]
+        expect = "warp"
+    elif case == "bad_value":
+        args += ["--from", base_id[:12], "--rl-option", "gamma=2"]
+        expect = "gamma"
+    elif case == "unknown_task":
+        args += ["--from", base_id[:12], "--task", "juggling"]
+        expect = "juggling"
+    elif case == "layout":
+        # A checkpoint trained on a synthetic table (other object count, no goal).
+        syn_root, dataset = syn_run
+        assert main(["train", "--dataset", dataset[:12], "--steps", "5", "--seed", "0",
+                     "--out", str(syn_root), "--batch-size", "16"]) == 0
+        syn_id = capsys.readouterr().out.strip()
+        args = ["train", "--finetune", "rl", "--from", syn_id[:12], "--steps", "256",
+                "--seed", "0", "--out", str(syn_root)]
+        store = ArtifactStore(syn_root)
+        before = len(store.list(C.KIND_CHECKPOINT))
+        expect = "does not fit task pick_place"
+    elif case == "residual_parent":
+        code, out, _ = _finetune(capsys, root, base_id, "--rl-option", "n_epochs=1")
+        assert code == 0
+        before = len(store.list(C.KIND_CHECKPOINT))
+        args += ["--from", out[:12]]
+        expect = "already RL fine-tuned"
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and expect in err, err
+    assert len(store.list(C.KIND_CHECKPOINT)) == before
