@@ -30,6 +30,7 @@ COMMANDS: tuple[str, ...] = (
     "prefs",
     "judge",
     "view",
+    "export",
     "train",
     "eval",
     "synth",
