@@ -128,4 +128,12 @@ def test_bench_rl_quick_reports_ppo_beside_raw_steps_per_s(capsys):
         assert set(result[table]) == {"1", "2"} and min(result[table].values()) > 0
     # PPO cannot step the env faster than the env alone
     assert max(result["ppo_over_raw"].values()) < 1.0
-    assert "issue 22" in result["not_measured"]
+    # Fine-tuning from BC vs PPO from scratch at the same budget, same held-out seeds.
+    tune = result["finetune"]
+    assert tune["budget_env_steps"] == 256 and tune["eval_episodes"] == 2
+    for arm in ("bc", "bc_plus_residual_ppo", "ppo_from_scratch"):
+        assert 0.0 <= tune[arm]["success"] <= 1.0
+        low, high = tune[arm]["ci95"]
+        assert low <= tune[arm]["success"] <= high
+    assert tune["bc_plus_residual_ppo"]["train_episodes"] >= 1
+    assert tune["bc_trained_here"]["demonstrations"] >= 1

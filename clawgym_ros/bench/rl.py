@@ -12,9 +12,15 @@ observation, 1500-step episodes) and random or learned actions:
   ``learn``: policy inference, rollout buffer and the gradient updates included.
 
 Torch uses one thread (the learner shares the 2 cores with the env workers; more threads
-only contend). Run sizes are in the result. The success of a short PPO/SAC run from a BC
-checkpoint against one from scratch belongs to RL fine-tuning (issue 22) and is not measured
-here.
+only contend). Run sizes are in the result.
+
+``finetune``: the success of a fixed budget of PPO environment steps started from a BC
+checkpoint (residual PPO, :mod:`clawgym_ros.training.rl`, as ``clawgym train --finetune rl``)
+against the same budget of PPO from scratch (``gym.make`` env as is, flat action, dense
+reward), both evaluated deterministically on the same held-out nominal pick_place seeds
+(:data:`EVAL_SEEDS_START`...), beside the BC checkpoint alone. The BC checkpoint is
+``--checkpoint ID --run-dir DIR`` or one trained here (:data:`BC_DEMOS` demonstrations,
+:data:`BC_STEPS` steps of the default recipe).
 """
 
 from __future__ import annotations
@@ -25,13 +31,28 @@ from typing import Any
 
 import numpy as np
 
+#: Held-out env seeds of the fine-tuning comparison (the acceptance tests' range).
+EVAL_SEEDS_START = 7_000_000
+#: BC checkpoint trained by the benchmark when none is given: demonstrations, steps.
+BC_DEMOS, BC_STEPS = 40, 3000
+#: Fine-tuning budget (environment steps) and evaluation episodes: full, quick.
+FINETUNE_FULL, FINETUNE_QUICK = (60_000, 30), (256, 2)
+
 
 def _rate(steps: int, seconds: float) -> float:
     return round(steps / seconds, 1)
 
 
-def bench_rl(quick: bool = False, seed: int = 0) -> dict[str, Any]:
-    """Measure raw and SB3 PPO env steps/s on PickPlace with 1 and 2 workers."""
+def bench_rl(quick: bool = False, seed: int = 0, checkpoint: str = "",
+             run_dir: str | None = None) -> dict[str, Any]:
+    """Measure raw and SB3 PPO env steps/s on PickPlace with 1 and 2 workers, and the
+    success of fine-tuning a BC checkpoint against PPO from scratch at the same budget."""
+    result = _throughput(quick, seed)
+    result["finetune"] = bench_finetune(quick, seed, checkpoint, run_dir)
+    return result
+
+
+def _throughput(quick: bool, seed: int) -> dict[str, Any]:
     os.environ.setdefault("MUJOCO_GL", "egl")
     import gymnasium as gym
     import stable_baselines3 as sb3
@@ -89,6 +110,114 @@ def bench_rl(quick: bool = False, seed: int = 0) -> dict[str, Any]:
         torch.set_num_threads(threads)
     raw = result["raw_env_steps_per_s"]
     result["ppo_over_raw"] = {w: round(v / raw, 3) for w, v in result["ppo_steps_per_s"].items()}
-    result["not_measured"] = ("success of a fixed-budget PPO/SAC run from the BC checkpoint vs "
-                              "from scratch: RL fine-tuning, issue 22")
     return result
+
+
+def _success(act: Any, episodes: int, max_steps: int) -> dict[str, Any]:
+    """Deterministic success of ``act(env, obs) -> action`` on the held-out pick_place seeds
+    (the env as ``gym.make`` gives it: flat action)."""
+    import gymnasium as gym
+
+    from clawgym_ros import constants as C
+    from clawgym_ros.training.rollout_check import EpisodeOutcome, success_rate
+
+    env = gym.make(C.ENV_PICK_PLACE, max_episode_steps=max_steps)
+    outcomes = []
+    for seed in range(EVAL_SEEDS_START, EVAL_SEEDS_START + episodes):
+        obs, _ = env.reset(seed=seed)
+        steps, success = 0, False
+        while True:
+            obs, _, terminated, truncated, info = env.step(act(obs))
+            steps += 1
+            success = bool(info.get("success"))
+            if terminated or truncated:
+                break
+        outcomes.append(EpisodeOutcome(seed, "", success, (), steps))
+    env.close()
+    rate, (low, high) = success_rate(outcomes)
+    return {"success": round(rate, 3), "ci95": [round(low, 3), round(high, 3)],
+            "episodes": episodes}
+
+
+def bench_finetune(quick: bool, seed: int, checkpoint: str = "",
+                   run_dir: str | None = None) -> dict[str, Any]:
+    """Success after a fixed PPO budget from a BC checkpoint (residual) vs from scratch."""
+    import tempfile
+
+    import gymnasium as gym
+    import stable_baselines3 as sb3
+    import torch
+
+    from clawgym_ros import constants as C
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.training.checkpoint import load_policy
+    from clawgym_ros.training.rl import FinetuneConfig, finetune, silent_logger
+    from clawgym_ros.training.rollout_check import DEFAULT_MAX_STEPS, run_episodes, success_rate
+
+    budget, episodes = FINETUNE_QUICK if quick else FINETUNE_FULL
+    max_steps = 100 if quick else DEFAULT_MAX_STEPS
+    seeds = range(EVAL_SEEDS_START, EVAL_SEEDS_START + episodes)
+    out: dict[str, Any] = {"budget_env_steps": budget, "eval_episodes": episodes,
+                           "eval_max_steps": max_steps, "eval_seeds_start": EVAL_SEEDS_START}
+    with tempfile.TemporaryDirectory(prefix="clawgym_bench_rl_") as tmp:
+        if checkpoint:
+            root = run_dir or ""
+        else:
+            root = tmp
+            demos, steps = (2, 40) if quick else (BC_DEMOS, BC_STEPS)
+            checkpoint, made = _train_bc(tmp, demos, steps, seed)
+            out["bc_trained_here"] = made
+        store = ArtifactStore(root)
+
+        def rate(policy: Any) -> dict[str, Any]:
+            outcomes = run_episodes(policy, seeds, max_steps=max_steps)
+            value, (low, high) = success_rate(outcomes)
+            return {"success": round(value, 3), "ci95": [round(low, 3), round(high, 3)]}
+
+        out["bc"] = {"checkpoint": store.resolve(checkpoint, C.KIND_CHECKPOINT).id,
+                     **rate(load_policy(store, checkpoint))}
+        start = time.perf_counter()
+        cfg = FinetuneConfig(base_checkpoint=checkpoint, steps=budget, seed=seed,
+                             max_episode_steps=max_steps,
+                             **({"n_steps": 128, "batch_size": 64} if quick else {}))
+        tuned = finetune(root, cfg, tensorboard=False)
+        out["bc_plus_residual_ppo"] = {"checkpoint": tuned.checkpoint_id,
+                                       "train_s": round(time.perf_counter() - start, 1),
+                                       "train_episodes": tuned.episodes,
+                                       **rate(load_policy(store, tuned.checkpoint_id))}
+        # PPO from scratch, same budget, the env as gym.make gives it.
+        start = time.perf_counter()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            env = gym.make(C.ENV_PICK_PLACE, max_episode_steps=max_steps)
+            model = sb3.PPO("MultiInputPolicy", env, seed=seed, device="cpu",
+                            **({"n_steps": 128, "batch_size": 64} if quick else {}))
+            model.set_logger(silent_logger())
+            model.learn(budget)
+            env.close()
+            scratch = _success(lambda obs: model.predict(obs, deterministic=True)[0],
+                               episodes, max_steps)
+        finally:
+            torch.set_num_threads(threads)
+        out["ppo_from_scratch"] = {"train_s": round(time.perf_counter() - start, 1),
+                                   "success": scratch["success"], "ci95": scratch["ci95"]}
+    return out
+
+
+def _train_bc(out: str, demos: int, steps: int, seed: int) -> tuple[str, dict[str, Any]]:
+    """Synthesize pick_place demonstrations and train the default BC recipe on them."""
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.tasks.synth import SynthRequest, synthesize
+    from clawgym_ros.training.bc import train
+    from clawgym_ros.training.config import TrainConfig
+    from clawgym_ros.training.data import open_training_table
+
+    start = time.perf_counter()
+    dataset, summary = synthesize(SynthRequest.from_args(out, demos, seed, task="pick_place",
+                                                         workers=1))
+    store = ArtifactStore(out)
+    trained = train(open_training_table(store, [dataset.id]), TrainConfig(steps=steps, seed=seed),
+                    store, dataset_ids=[dataset.id], tensorboard=False)
+    return trained.checkpoint_id, {"demonstrations": summary.accepted, "train_steps": steps,
+                                   "prepare_s": round(time.perf_counter() - start, 1)}

@@ -16,9 +16,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
     parser.add_argument("--seed", type=int, default=0, help="seed for random problems")
     parser.add_argument("--checkpoint", default="",
-                        help="eval: the torch checkpoint to time (default: one trained there)")
+                        help="eval: the torch checkpoint to time; rl: the BC checkpoint to "
+                             "fine-tune (default: one trained there)")
     parser.add_argument("--run-dir", default=None,
-                        help="eval: run directory holding --checkpoint")
+                        help="eval, rl: run directory holding --checkpoint")
     parser.set_defaults(handler=run)
 
 
@@ -28,9 +29,9 @@ def run(args: argparse.Namespace) -> int:
 
     options = {}
     if args.checkpoint or args.run_dir:
-        if args.area != "eval":
+        if args.area not in ("eval", "rl"):
             raise ConfigError("--checkpoint", args.checkpoint or args.run_dir,
-                              "only with the eval area")
+                              "only with the eval and rl areas")
         if not args.checkpoint or not args.run_dir:
             raise ConfigError("--checkpoint", args.checkpoint,
                               "given together with --run-dir")

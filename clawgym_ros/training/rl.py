@@ -335,7 +335,7 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
             model.policy.action_net.bias.zero_()
         # SB3 otherwise makes an empty SB3-<date> folder in /tmp for every run.
         model.set_logger(configure(str(log_dir), ["tensorboard"]) if log_dir
-                         else _silent_logger())
+                         else silent_logger())
         start = time.perf_counter()
         model.learn(total_timesteps=cfg.steps, callback=_Episodes(), progress_bar=progress_bar)
         elapsed = time.perf_counter() - start
@@ -374,7 +374,9 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
                           steps_per_s=steps_per_s, work_dir=work_dir, log_dir=log_dir)
 
 
-def _silent_logger() -> Any:
+def silent_logger() -> Any:
+    """An SB3 logger that writes nothing (SB3's default makes an SB3-<date> folder in /tmp
+    for every ``learn``)."""
     from stable_baselines3.common.logger import Logger
 
     return Logger(folder=None, output_formats=[])
