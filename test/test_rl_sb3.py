@@ -9,6 +9,7 @@ on 2 cores.
 from __future__ import annotations
 
 import json
+import tempfile
 import warnings
 
 import gymnasium as gym
@@ -28,6 +29,12 @@ from stable_baselines3.common.vec_env import SubprocVecEnv  # noqa: E402
 
 STEPS = 256
 EPISODE = 64
+
+
+@pytest.fixture(autouse=True)
+def _sb3_logs_in_tmp_path(tmp_path, monkeypatch):
+    """SB3's default logger makes an SB3-<date> folder in the temp directory per learn()."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
 @pytest.fixture(autouse=True)

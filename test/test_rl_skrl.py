@@ -13,8 +13,9 @@ from clawgym_ros import constants as C
 pytest.importorskip("skrl")
 
 
-def test_skrl_ppo_learns_and_evaluates_on_two_async_workers():
+def test_skrl_ppo_learns_and_evaluates_on_two_async_workers(tmp_path):
     import torch
+    from skrl.agents.torch.base import ExperimentCfg
     from skrl.agents.torch.ppo import PPO, PPO_CFG
     from skrl.envs.wrappers.torch import wrap_env
     from skrl.memories.torch import RandomMemory
@@ -37,7 +38,11 @@ def test_skrl_ppo_learns_and_evaluates_on_two_async_workers():
         memory = RandomMemory(memory_size=64, num_envs=env.num_envs, device=env.device)
         agent = PPO(models=models, memory=memory, observation_space=env.observation_space,
                     action_space=env.action_space, device=env.device,
-                    cfg=PPO_CFG(rollouts=64, learning_epochs=2, mini_batches=2))
+                    cfg=PPO_CFG(rollouts=64, learning_epochs=2, mini_batches=2,
+                                # not skrl's default ./runs/ of the working directory
+                                experiment=ExperimentCfg(directory=str(tmp_path),
+                                                         write_interval=0,
+                                                         checkpoint_interval=0)))
         trainer = SequentialTrainer(env=env, agents=agent, cfg={
             "timesteps": 128, "headless": True, "disable_progressbar": True,
             "close_environment_at_exit": False})               # closed below
