@@ -139,7 +139,8 @@ TASK_PICK_PLACE = "pick_place"
 TASK_PEG_INSERT = "peg_insert"
 TASK_PILL_HANDOVER = "pill_handover"
 TASK_GPS_NAV = "gps_nav"
-TASKS: tuple[str, ...] = (TASK_PICK_PLACE, TASK_PEG_INSERT, TASK_PILL_HANDOVER, TASK_GPS_NAV)
+# TASKS (every task name, built-in ones first) is derived from the task registry: see
+# __getattr__ at the end of this module.
 SPLIT_TRAIN = "train"
 SPLIT_HELD_OUT = "held_out"
 SPLITS: tuple[str, ...] = (SPLIT_TRAIN, SPLIT_HELD_OUT)
@@ -291,3 +292,13 @@ DIR_RENDERED_REPORTS = "reports"
 # --- Environment variables ------------------------------------------------------------------
 ENV_RUN_DIR = "CLAWGYM_RUN_DIR"
 DEFAULT_RUN_DIR = "runs/default"
+
+
+def __getattr__(name: str):
+    """``TASKS``: the task registry's names (:func:`clawgym_ros.tasks.registry.task_names`),
+    read at each access, so tasks registered later (decorator, entry point) are included."""
+    if name == "TASKS":
+        from clawgym_ros.tasks.registry import task_names
+
+        return task_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -61,9 +61,9 @@ class PolicySource:
     """Where a policy comes from; :meth:`load` builds it (in a worker, in a node, ...).
 
     Attributes:
-        kind: ``checkpoint`` (a trained policy artifact) or ``scripted`` (the baseline
-            :class:`~clawgym_ros.evaluation.scripted.ScriptedPick`; for gps_nav
-            :class:`~clawgym_ros.evaluation.scripted.ScriptedNav`).
+        kind: ``checkpoint`` (a trained policy artifact) or ``scripted`` (the task's
+            registered baseline: :class:`~clawgym_ros.evaluation.scripted.ScriptedPick` for
+            the arm tasks, :class:`~clawgym_ros.evaluation.scripted.ScriptedNav` for gps_nav).
         ref: checkpoint id (prefix allowed) or task name.
         run_dir: run directory holding the checkpoint's artifact store.
         options: scripted policy keyword options (name, value) pairs.
@@ -118,16 +118,16 @@ class PolicySource:
         Raises:
             ConfigError: unknown scripted options; CheckpointError: a bad checkpoint.
         """
-        if self.kind == POLICY_SCRIPTED and self.ref == C.TASK_GPS_NAV:
-            from clawgym_ros.evaluation.scripted import ScriptedNav
-
-            if self.options:
-                raise ConfigError(f"policy option {self.options[0][0]}", self.options[0][1],
-                                  "none for scripted:gps_nav")
-            return ScriptedNav()
         if self.kind == POLICY_SCRIPTED:
             from clawgym_ros.evaluation.scripted import ScriptedPick
+            from clawgym_ros.tasks.registry import scripted_policy_class
 
+            baseline = scripted_policy_class(self.ref)   # the task's registered baseline
+            if baseline is not ScriptedPick:
+                if self.options:
+                    raise ConfigError(f"policy option {self.options[0][0]}",
+                                      self.options[0][1], f"none for scripted:{self.ref}")
+                return baseline()
             allowed = SCRIPTED_OPTIONS
             kwargs: dict[str, Any] = {}
             for key, value in self.options:
@@ -205,8 +205,21 @@ def resolve_world(task: str, world: str) -> str:
 
 
 def scene_of(task: str) -> str:
-    """The simulator scene a task runs in."""
-    return C.SCENE_OUTDOOR if task == C.TASK_GPS_NAV else C.SCENE_TABLETOP
+    """The simulator scene a task runs in (its registration; no task module is imported).
+
+    Raises:
+        ConfigError: unknown task.
+    """
+    from clawgym_ros.tasks.registry import task_scene
+
+    return task_scene(task)
+
+
+def scene_env_of(task: str) -> str:
+    """The Gymnasium id of the bare scene env a task's ``scene`` world runs in."""
+    from clawgym_ros.sim.registration import scene_env_id
+
+    return scene_env_id(scene_of(task))
 
 
 def joint_limits(scene: str) -> tuple[np.ndarray, np.ndarray]:
@@ -399,8 +412,7 @@ class Runner:
             key = (env_id, spec.template)
             kwargs: dict[str, Any] = {"template": spec.template}
         else:
-            env_id = C.ENV_TABLETOP if scene_of(spec.task) == C.SCENE_TABLETOP \
-                else C.ENV_MOBILE_BASE
+            env_id = scene_env_of(spec.task)
             key = (env_id, "")
             kwargs = {}
         env = self._envs.get(key)
