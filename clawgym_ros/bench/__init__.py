@@ -16,6 +16,7 @@ AREAS: dict[str, str] = {
     "artifacts": "clawgym_ros.bench.artifacts:bench_artifacts",
     "dataset": "clawgym_ros.bench.dataset:bench_dataset",
     "eval": "clawgym_ros.bench.eval:bench_eval",
+    "eval_free": "clawgym_ros.bench.eval_free:bench_eval_free",
     "planning": "clawgym_ros.bench.planning:bench_planning",
     "rl": "clawgym_ros.bench.rl:bench_rl",
     "sim": "clawgym_ros.bench.sim:bench_sim",

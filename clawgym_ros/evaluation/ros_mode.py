@@ -44,8 +44,9 @@ its command to sim_node); within a chunk only sim_node's own work; the evaluator
 and was applied one step late).
 
 Free-running robots (Gazebo, a real robot): ``policy_node`` acts on a timer at the control
-rate with the latest values; the evaluator then only watches (not covered by the agreement
-test).
+rate with the latest values; the evaluator then only watches
+(:mod:`clawgym_ros.ros_io.eval_free`: sim_node in real time stands in for the robot; not
+exact, so compared with lockstep by success rate, ``clawgym bench eval_free``).
 """
 
 from __future__ import annotations
@@ -126,6 +127,10 @@ class PolicyNodeConfig:
     max_chunk: int = _f(MAX_CHUNK, "lockstep, arm: most control steps one joint_trajectory "
                         "commands when the policy acts open loop (its action chunk or plan); "
                         "1 = one command per observation")
+    restart_clock: bool = _f(False, "free mode: after ~/reset wait for every stream's t = 0 "
+                             "sample (a simulator that restarts its clock at each reset, as "
+                             "sim_node does; lockstep always waits); a robot's clock never "
+                             "restarts")
 
     def __post_init__(self) -> None:
         check_int("max_chunk", self.max_chunk, 1, 10_000)
@@ -298,17 +303,25 @@ def episode_limit(task: str, world: str, max_steps: int = 0) -> int:
 
 def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
                     scene: str = C.SCENE_TABLETOP, image: bool = False,
-                    max_chunk: int | None = None, world: str = "scene") -> list[ProcessSpec]:
+                    max_chunk: int | None = None, world: str = "scene",
+                    mode: str = POLICY_LOCKSTEP, control_rate: float = 50.0
+                    ) -> list[ProcessSpec]:
     """sim_node (lockstep), the interposers the specs need and policy_node, with remaps.
 
     Without an observation interposer the policy reads the raw topics directly (remapped).
     ``max_chunk`` sets policy_node's (None: its default). ``world`` (``task`` or ``scene``,
     resolved): in the task world sim_node starts in the first spec's task world and
     policy_node is told the suite's tasks (their ``task_state`` observation keys).
+    ``mode`` ``free``: the free-running shape instead (sim_node in real time, policy_node on
+    its timer at ``control_rate``, waiting for the t = 0 samples after each ``~/reset``;
+    nominal specs only: no interposers).
 
     Raises:
-        ConfigError: specs of several scenes.
+        ConfigError: specs of several scenes, or perturbed specs in free mode.
     """
+    check_choice("mode", mode, POLICY_MODES)
+    if mode == POLICY_FREE and needed_families(specs):
+        raise ConfigError("suite", needed_families(specs), "nominal cells only in free mode")
     scenes = {("outdoor" if s.task == C.TASK_GPS_NAV else C.SCENE_TABLETOP) for s in specs}
     if len(scenes) > 1:
         raise ConfigError("suite", sorted(scenes), "tasks of one scene per ros evaluation")
@@ -317,8 +330,10 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
     # values in lockstep): then policy_node needs /clock to hold their last value; otherwise
     # neither /clock nor the wait is needed.
     hold = any(f in families for f in CLOCK_HOLD_FAMILIES)
+    free = mode == POLICY_FREE
     sim_args = ["--autostart", "--ros-args", "-p", f"scenario:={scene}",
-                "-p", "clock_mode:=lockstep", "-p", f"publish_camera:={str(image).lower()}",
+                "-p", f"clock_mode:={'free' if free else 'lockstep'}",
+                "-p", f"publish_camera:={str(image).lower()}",
                 "-p", f"publish_clock:={str(hold).lower()}"]
     if scene == C.SCENE_TABLETOP:
         # Only what the arm observation needs (fewer entities: faster lockstep callbacks).
@@ -347,12 +362,14 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
     if C.FAMILY_GPS_DROPOUT not in families:
         remaps.append(f"{C.TOPIC_GPS}:={C.TOPIC_GPS_RAW}")
     policy_args = ["--ros-args", "-p", f"policy:={policy}", "-p", f"scene:={scene}",
-                   "-p", f"mode:={POLICY_LOCKSTEP}"]
+                   "-p", f"mode:={mode}"]
+    if free:
+        policy_args += ["-p", f"control_rate:={float(control_rate)}", "-p", "restart_clock:=true"]
     if tasks:
         policy_args += ["-p", f"task:={','.join(tasks)}"]
     if C.FAMILY_SENSOR_NOISE in families and scene == C.SCENE_TABLETOP:
         policy_args += ["-p", f"kinematics_topic:={C.TOPIC_JOINT_STATES_RAW}"]
-    if not hold:
+    if not hold and not free:
         policy_args += ["-p", "hold_timeout:=0.0"]
     if max_chunk is not None:
         policy_args += ["-p", f"max_chunk:={int(max_chunk)}"]

@@ -172,7 +172,8 @@ class PolicyNode(Node):
 
     # ------------------------------------------------------------------ inputs
     def _starts(self, stream: str, t: float) -> bool:
-        """Lockstep: False for a sample of the last episode taken after ~/reset.
+        """Lockstep (and free with ``restart_clock``): False for a sample of the last episode
+        taken after ~/reset.
 
         With chunks sim_node runs ahead of this node, so samples of the episode that just
         ended may still be queued here when the evaluator resets; the new episode begins
@@ -243,6 +244,10 @@ class PolicyNode(Node):
         if self.config.mode == POLICY_LOCKSTEP:
             self.starting = {*self.buffer.streams, *(("clock",) if self.config.hold_timeout > 0
                                                      else ())}
+        elif self.config.restart_clock:
+            # Free running against a simulator that restarts its clock: samples of the last
+            # episode still queued here must not be acted on (they are stamped later).
+            self.starting = set(self.buffer.streams)
         self.armed = True
         response.success, response.message = True, f"reset after {self.actions} actions"
         return response
