@@ -5,12 +5,20 @@ and a goal configuration whose tool is over the right half (y < -0.12), both col
 and within joint limits (drawn by rejection sampling from one seeded generator). The wall
 (clawgym_ros.planning.scene.WALL_OBSTACLES) lies between them. Reported: success rate, median
 and p95 planning time, the fraction of returned trajectories that pass a dense re-check
-(joint steps of 0.002 rad, zero padding), mean joint-space path length, and the collision rate
-of the straight joint-space line between the same start and goal, for contrast.
+(joint steps of 0.002 rad, zero padding, every state checked: independent of the planner's
+certified re-check), mean joint-space path length, and the collision rate of the straight
+joint-space line between the same start and goal, for contrast.
+
+Cost accounting (issue 24: every benchmark as a ratio to its bound, measured in the same run):
+exact state checks and clearance probes per problem, and the validity-checker-only time: the
+first problems are planned again with the checker's two entry points timed (the same solves:
+the planner's seed state is replayed), giving microseconds per check and per probe and the
+ratio of planning time to the time spent in the checker (1.0 = nothing but checking).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -26,6 +34,8 @@ from clawgym_ros.planning.scene import (
 from clawgym_ros.planning.types import PlanRequest
 
 DENSE_STEP = 0.002
+#: Problems planned again with the checker timed (the validity-checker-only bound).
+BOUND_PROBLEMS = 20
 TOOL_X = (0.35, 0.75)
 TOOL_Z = (0.45, 0.85)
 SIDE_Y = 0.12
@@ -66,24 +76,32 @@ def bench_planning(quick: bool = False, seed: int = 0, problems: int | None = No
     checker = planner.checker
     rng = np.random.default_rng(seed)
     times, lengths, dense_ok, straight_hit = [], [], [], []
+    checks, probes, replay = [], [], []
     reasons: dict[str, int] = {}
     successes = 0
     for _ in range(n):
         checker.set_padding(0.0)
         start, goal = sample_problem(checker, rng)
         straight_hit.append(not checker.motion_valid(start, goal, DENSE_STEP))
-        result = planner.plan(PlanRequest(start=tuple(start), joint_goal=tuple(goal),
-                                          planner_id=planner_id, time_limit=10.0))
+        request = PlanRequest(start=tuple(start), joint_goal=tuple(goal),
+                              planner_id=planner_id, time_limit=10.0)
+        replay.append((request, planner.seed_state))
+        before = (checker.checks, checker.probes)
+        result = planner.plan(request)
         times.append(result.planning_time)
+        checks.append(checker.checks - before[0])
+        probes.append(checker.probes - before[1])
         if not result.success:
             reasons[result.reason] = reasons.get(result.reason, 0) + 1
             continue
         successes += 1
         traj = result.trajectory
         checker.set_padding(0.0)
-        ok, _ = checker.path_valid(traj.positions, DENSE_STEP)
+        ok, _ = checker.path_valid(traj.positions, DENSE_STEP, certified=False)
         dense_ok.append(ok)
         lengths.append(traj.path_length())
+    bound = _checker_bound(planner, replay[:BOUND_PROBLEMS])
+    k = len(bound["checker_s"])
     return {
         "area": "planning",
         "problems": n,
@@ -96,6 +114,50 @@ def bench_planning(quick: bool = False, seed: int = 0, problems: int | None = No
         "dense_recheck_step_rad": DENSE_STEP,
         "mean_path_length_rad": float(np.mean(lengths)) if lengths else 0.0,
         "straight_line_collision_rate": float(np.mean(straight_hit)),
+        "checks_per_problem": float(np.mean(checks)),
+        "probes_per_problem": float(np.mean(probes)),
+        "us_per_check": bound["us_per_check"],
+        "us_per_probe": bound["us_per_probe"],
+        "checker_bound_problems": k,
+        "checker_bound_median_s": float(np.median(bound["checker_s"])),
+        "planning_to_checker_bound_ratio": float(
+            np.sum(times[:k]) / max(np.sum(bound["checker_s"]), 1e-12)),
         "obstacles": describe_obstacles(WALL_OBSTACLES),
         "seed": seed,
+    }
+
+
+def _checker_bound(planner: OmplPlanner, replay: list) -> dict[str, Any]:
+    """Plan ``replay``'s requests again from their seed states with the checker's exact check
+    and clearance probe timed: seconds per problem spent in the checker, and microseconds per
+    call of each (the timer's own cost, ~0.1 us a call, is included)."""
+    checker = planner.checker
+    spent = {"check": [0.0, 0], "probe": [0.0, 0]}
+    exact, probe = checker.is_valid, checker._probe
+
+    def timed(name: str, func: Any) -> Any:
+        def call(*args: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return func(*args)
+            finally:
+                spent[name][0] += time.perf_counter() - t0
+                spent[name][1] += 1
+        return call
+
+    per_problem = []
+    checker.is_valid = timed("check", exact)
+    checker._probe = timed("probe", probe)
+    try:
+        for request, state in replay:
+            before = spent["check"][0] + spent["probe"][0]
+            planner.reseed(*state)
+            planner.plan(request)
+            per_problem.append(spent["check"][0] + spent["probe"][0] - before)
+    finally:
+        del checker.is_valid, checker._probe
+    return {
+        "checker_s": per_problem,
+        "us_per_check": 1e6 * spent["check"][0] / max(spent["check"][1], 1),
+        "us_per_probe": 1e6 * spent["probe"][0] / max(spent["probe"][1], 1),
     }

@@ -4,8 +4,22 @@ The checker owns a private copy of the model and its own MjData, so planning nev
 running simulation. Only pairs that the arm can change are checked: geoms of bodies moved by the
 planning joints (and an attached object) against everything else and each other; pairs of two
 static geoms (the robot base on the table, an object resting on the table) are masked out with
-contype/conaffinity bits, so MuJoCo does not even generate them. Parent-child filtering is
-turned off and the SRDF's disabled pairs decide instead, like MoveIt's allowed collision matrix.
+contype/conaffinity bits, so MuJoCo does not even generate them. The SRDF's disabled pairs
+(and an attached object's touch links) form an allowed-collision matrix, as in MoveIt; it is
+compiled into the contype/conaffinity bits too (one bit per moving body, one per group of
+static bodies that the same moving bodies may touch), so MuJoCo generates contacts only for
+pairs that count. Parent-child filtering stays on when every parent-child pair is disabled.
+
+Fast path: a check writes only the planning joints into a reused ``MjData`` (the rest of its
+qpos holds the scene), compares limits with plain floats and answers from ``ncon`` when MuJoCo
+finds no contact; no arrays are allocated per check.
+
+Dense paths (:meth:`CollisionChecker.path_valid`, :meth:`CollisionChecker.motion_valid`) give
+the same answer as checking every interpolated state, with fewer MuJoCo queries: a clearance
+probe (contacts within ``padding + PROBE_MARGIN``) at a state certifies every later state whose
+largest point displacement (sum over joints of reach x joint change, an upper bound for a
+serial chain of hinges) stays below the clearance; a state not certified is checked exactly.
+A state is only ever declared invalid by the exact check.
 """
 
 from __future__ import annotations
@@ -21,6 +35,21 @@ from clawgym_ros.errors import ConfigError
 
 _MOVING_TYPE, _MOVING_AFFINITY = 1, 3
 _STATIC_TYPE, _STATIC_AFFINITY = 2, 1
+#: Tolerance of the joint-limit test of a state (rad).
+LIMIT_TOL = 1e-9
+#: Clearance probes report contacts closer than padding + this (m).
+PROBE_MARGIN = 0.08
+#: A probe certifies states whose point displacement bound is below this share of its clearance.
+CERTIFY_SHARE = 0.9
+#: Clearances below this (m) certify nothing: the state is checked exactly instead. Also taken
+#: off every probed distance (MuJoCo's convex distances are iterative; see PROBE_CCD).
+MIN_CLEARANCE = 1e-3
+#: Convex-collision iterations and tolerance of clearance probes. With the model's defaults
+#: (35, 1e-6) a cylinder pair touching at -2e-6 m was reported 0.27 mm apart with a 5 cm
+#: margin (6.7 mm with 20 cm): GJK stops early on curved shapes near contact.
+PROBE_CCD = (1000, 1e-10)
+#: Motions with fewer interpolated states than this are checked state by state.
+MIN_CERTIFIED_STATES = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,9 +122,32 @@ class CollisionChecker:
         for pair in disabled_pairs:
             self.disable_pair(*tuple(pair))
         self._attached: tuple[int, int, np.ndarray, np.ndarray, tuple[int, ...]] | None = None
+        n = len(ids)
+        adr = [int(a) for a in self.qpos_adr]
+        # A slice when the planning joints are consecutive in qpos (no index array per check).
+        self._arm: slice | np.ndarray = (slice(adr[0], adr[0] + n)
+                                         if adr == list(range(adr[0], adr[0] + n))
+                                         else self.qpos_adr.copy())
+        self._lo_tol = self.lower - LIMIT_TOL
+        self._hi_tol = self.upper + LIMIT_TOL
+        self._limits = tuple(zip(self._lo_tol.tolist(), self._hi_tol.tolist(), strict=True))
+        self._qpos = self.data.qpos
+        self._quat = np.empty(4)
+        self._ccd = (self.model.opt.ccd_iterations, self.model.opt.ccd_tolerance)
+        self._collidable_ids = np.flatnonzero(self._collidable)
+        self._moving = np.zeros(self.model.nbody, dtype=bool)
+        self._acm_bits = False
+        self._chain = self._serial_chain()
+        self._reach: tuple[np.ndarray, ...] | None = None
+        self._pairs: tuple[np.ndarray, ...] = ()
+        self._joint_index = np.arange(n)
         self._apply_masks()
         self._update_parent_filter()
+        self._qpos[:] = self.scene_qpos
+        #: Exact state checks (MuJoCo collision queries at the padding) since construction.
         self.checks = 0
+        #: Clearance probes of dense path checks since construction.
+        self.probes = 0
 
     # ----------------------------------------------------------------- configuration
     def body_name(self, body_id: int) -> str:
@@ -122,12 +174,13 @@ class CollisionChecker:
         if b1 >= 0 and b2 >= 0:
             self._allowed[b1, b2] = self._allowed[b2, b1] = True
         if hasattr(self, "_attached"):
+            self._apply_masks()
             self._update_parent_filter()
 
     def set_padding(self, padding: float) -> None:
         """Change the safety distance (m) used by later checks."""
         self.padding = float(padding)
-        self.model.geom_margin[self._collidable] = self.padding
+        self._set_margin(self.padding)
 
     def set_scene_qpos(self, qpos: np.ndarray) -> None:
         """Take the non-planning joints (objects, gripper) from a full simulator qpos."""
@@ -135,6 +188,7 @@ class CollisionChecker:
         if qpos.shape != (self.model.nq,):
             raise ConfigError("scene_qpos", qpos.shape, f"shape ({self.model.nq},)")
         self.scene_qpos = qpos.copy()
+        self._scene_changed()
 
     def attach(self, body: str, q: Sequence[float], touch_links: Iterable[str] = ()) -> None:
         """Attach a free-floating body to the tool frame at its current relative pose.
@@ -163,6 +217,7 @@ class CollisionChecker:
         for t in touch:
             self._allowed[bid, t] = self._allowed[t, bid] = True
         self._apply_masks()
+        self._scene_changed()
 
     def detach(self) -> None:
         """Release the attached object (it stays where the scene qpos puts it)."""
@@ -175,6 +230,7 @@ class CollisionChecker:
                 self._allowed[bid, t] = self._allowed[t, bid] = False
         self._attached = None
         self._apply_masks()
+        self._scene_changed()
 
     @property
     def attached_body(self) -> str | None:
@@ -182,8 +238,13 @@ class CollisionChecker:
         return None if self._attached is None else self.body_name(self._attached[0])
 
     # ----------------------------------------------------------------- queries
-    def within_limits(self, q: Sequence[float], tol: float = 1e-9) -> bool:
+    def within_limits(self, q: Sequence[float], tol: float = LIMIT_TOL) -> bool:
         """Whether ``q`` lies inside the joint limits."""
+        if tol == LIMIT_TOL and len(q) == len(self._limits) and np.ndim(q) == 1:
+            for v, (lo, hi) in zip(q, self._limits):
+                if not lo <= v <= hi:
+                    return False
+            return True
         q = np.asarray(q, dtype=float)
         return bool(np.all(q >= self.lower - tol) and np.all(q <= self.upper + tol))
 
@@ -198,29 +259,58 @@ class CollisionChecker:
         return mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_GEOM, int(geom_id)) or ""
 
     def is_valid(self, q: Sequence[float]) -> bool:
-        """Collision-free (with padding) and within joint limits."""
-        q = np.asarray(q, dtype=float)
+        """Collision-free (with padding) and within joint limits.
+
+        Args:
+            q: planning-joint values (any sequence of numbers; not copied).
+        """
         if not self.within_limits(q):
             return False
-        bodies = self._offending(q)[0]
-        return len(bodies) == 0
+        self.checks += 1
+        self._forward(q)
+        return self._collision_free()
 
-    def motion_valid(self, q0: Sequence[float], q1: Sequence[float], max_step: float) -> bool:
+    def motion_valid(self, q0: Sequence[float], q1: Sequence[float], max_step: float,
+                     certified: bool = True) -> bool:
         """Whether the straight joint-space motion q0 -> q1 is valid at ``max_step`` spacing
-        (radians of the largest joint change between checked states); endpoints included."""
-        q0, q1 = np.asarray(q0, dtype=float), np.asarray(q1, dtype=float)
-        n = max(1, int(np.ceil(np.max(np.abs(q1 - q0)) / max_step)))
-        return all(self.is_valid(q0 + (q1 - q0) * (i / n)) for i in range(n + 1))
+        (radians of the largest joint change between checked states); endpoints included.
 
-    def path_valid(self, positions: np.ndarray, max_step: float) -> tuple[bool, int]:
-        """Dense check of a polyline; returns (valid, index of the first bad segment or -1)."""
+        Args:
+            certified: skip states that a clearance probe proves valid (same answer);
+                False checks every state.
+        """
+        q0, q1 = np.asarray(q0, dtype=float), np.asarray(q1, dtype=float)
+        return self._first_bad_segment(np.stack([q0, q1]), max_step, certified) < 0
+
+    def path_valid(self, positions: np.ndarray, max_step: float,
+                   certified: bool = True) -> tuple[bool, int]:
+        """Dense check of a polyline; returns (valid, index of the first bad segment or -1).
+
+        Every segment is checked at ``max_step`` spacing as by :meth:`motion_valid`.
+
+        Args:
+            certified: skip states that a clearance probe proves valid (same answer);
+                False checks every state.
+        """
         positions = np.asarray(positions, dtype=float)
         if len(positions) == 1:
             return self.is_valid(positions[0]), (-1 if self.is_valid(positions[0]) else 0)
-        for i in range(len(positions) - 1):
-            if not self.motion_valid(positions[i], positions[i + 1], max_step):
-                return False, i
-        return True, -1
+        bad = self._first_bad_segment(positions, max_step, certified)
+        return bad < 0, bad
+
+    def states_valid(self, states: np.ndarray) -> bool:
+        """Whether every row of ``states`` is valid (the answer of :meth:`is_valid` on each),
+        certified by clearance probes when there are many."""
+        states = np.asarray(states, dtype=float)
+        if len(states) < MIN_CERTIFIED_STATES or not self._chain:
+            return all(self.is_valid(q) for q in states)
+        if np.any((states < self._lo_tol) | (states > self._hi_tol)):
+            return False
+        self._probe_mode(True)
+        try:
+            return self._certified_walk(states) < 0
+        finally:
+            self._probe_mode(False)
 
     def tool_pose(self, q: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
         """World position (3,) and rotation matrix (3, 3) of the tool frame at ``q``."""
@@ -270,25 +360,75 @@ class CollisionChecker:
             m.opt.disableflags |= flag
 
     def _apply_masks(self) -> None:
+        """contype/conaffinity bits: the allowed-collision matrix when it fits in 31 classes
+        (one per moving body, one per group of static bodies with the same allowed moving
+        bodies); otherwise just moving-vs-anything, the matrix then filters contacts."""
         moving = set(self._arm_bodies)
         if self._attached is not None:
             moving.add(self._attached[0])
-        is_moving = np.array([int(b) in moving for b in self.model.geom_bodyid])
+        self._moving[:] = False
+        self._moving[sorted(moving)] = True
         col = self._collidable
-        self.model.geom_contype[col & is_moving] = _MOVING_TYPE
-        self.model.geom_conaffinity[col & is_moving] = _MOVING_AFFINITY
-        self.model.geom_contype[col & ~is_moving] = _STATIC_TYPE
-        self.model.geom_conaffinity[col & ~is_moving] = _STATIC_AFFINITY
+        geom_body = self.model.geom_bodyid
+        is_moving = self._moving[geom_body]
+        moving_sorted = sorted(moving)
+        classes: dict[tuple, int] = {}
+        geom_class = {}
+        for g in self._collidable_ids:
+            b = int(geom_body[g])
+            key = (("m", b) if b in moving
+                   else ("s", tuple(bool(self._allowed[b, o]) for o in moving_sorted)))
+            geom_class[int(g)] = classes.setdefault(key, len(classes))
+        if len(classes) > 31:
+            self._acm_bits = False
+            self.model.geom_contype[col & is_moving] = _MOVING_TYPE
+            self.model.geom_conaffinity[col & is_moving] = _MOVING_AFFINITY
+            self.model.geom_contype[col & ~is_moving] = _STATIC_TYPE
+            self.model.geom_conaffinity[col & ~is_moving] = _STATIC_AFFINITY
+            return
+        # A representative body per class decides the class pairs.
+        rep = {}
+        for g, c in geom_class.items():
+            rep.setdefault(c, int(geom_body[g]))
+        affinity = [0] * len(classes)
+        for c1, b1 in rep.items():
+            for c2, b2 in rep.items():
+                if c1 == c2 and self._moving[b1]:
+                    continue                    # one body: MuJoCo never collides it with itself
+                if (self._moving[b1] or self._moving[b2]) and not self._allowed[b1, b2]:
+                    affinity[c1] |= 1 << c2
+        for g, c in geom_class.items():
+            self.model.geom_contype[g] = 1 << c
+            self.model.geom_conaffinity[g] = affinity[c]
+        self._acm_bits = True
 
-    def _forward(self, q: np.ndarray) -> None:
+    def _scene_changed(self) -> None:
+        """The scene part of the reused qpos (and the reach bounds) follow a new scene."""
+        self._qpos[:] = self.scene_qpos
+        self._reach = None
+
+    def _set_margin(self, margin: float) -> None:
+        self.model.geom_margin[self._collidable_ids] = margin
+
+    def _probe_mode(self, on: bool) -> None:
+        """Convex-collision precision of clearance probes (on) or of exact checks."""
+        opt = self.model.opt
+        if on:
+            self._ccd = (opt.ccd_iterations, opt.ccd_tolerance)
+            opt.ccd_iterations, opt.ccd_tolerance = PROBE_CCD
+        else:
+            opt.ccd_iterations, opt.ccd_tolerance = self._ccd
+
+    def _forward(self, q: Sequence[float]) -> None:
+        """Kinematics at ``q``; the qpos outside the planning joints holds the scene (set by
+        :meth:`_scene_changed`), except an attached object's, written here."""
         d = self.data
-        d.qpos[:] = self.scene_qpos
-        d.qpos[self.qpos_adr] = q
+        self._qpos[self._arm] = q
         mujoco.mj_kinematics(self.model, d)
         if self._attached is not None:
             bid, adr, rel_pos, rel_mat, _ = self._attached
             tool_pos, tool_mat = self._tool_pose()
-            quat = np.empty(4)
+            quat = self._quat
             mujoco.mju_mat2Quat(quat, (tool_mat @ rel_mat).reshape(-1))
             d.qpos[adr:adr + 3] = tool_pos + tool_mat @ rel_pos
             d.qpos[adr + 3:adr + 7] = quat
@@ -299,6 +439,20 @@ class CollisionChecker:
             return self.data.site_xpos[self.tool_site], self.data.site_xmat[
                 self.tool_site].reshape(3, 3)
         return self.data.xpos[self.tool_body], self.data.xmat[self.tool_body].reshape(3, 3)
+
+    def _collision_free(self) -> bool:
+        """No offending contact at the kinematics just computed (margin = padding)."""
+        mujoco.mj_collision(self.model, self.data)
+        n = self.data.ncon
+        if n == 0:
+            return True
+        contact = self.data.contact
+        dist = contact.dist[:n]
+        if self._acm_bits:      # every generated pair counts
+            return not bool(np.any(dist < self.padding))
+        bodies = self.model.geom_bodyid[contact.geom[:n]]
+        return not bool(np.any(~self._allowed[bodies[:, 0], bodies[:, 1]]
+                               & (dist < self.padding)))
 
     def _offending(self, q: np.ndarray, with_geoms: bool = False) -> tuple[np.ndarray, ...]:
         self.checks += 1
@@ -315,6 +469,191 @@ class CollisionChecker:
         if with_geoms:
             return bodies[bad], dist[bad], geoms[bad]
         return bodies[bad], dist[bad]
+
+    # ----------------------------------------------------------------- certified dense checks
+    def _serial_chain(self) -> bool:
+        """Whether the planning joints are hinges, each below the previous one (what the
+        displacement bound of the clearance certificate assumes)."""
+        m = self.model
+        hinge = mujoco.mjtJoint.mjJNT_HINGE
+        if any(int(m.jnt_type[j]) != hinge for j in self.joint_ids):
+            return False
+        for prev, jid in zip(self.joint_ids[:-1], self.joint_ids[1:], strict=True):
+            b, root = int(m.jnt_bodyid[jid]), int(m.jnt_bodyid[prev])
+            while b not in (root, 0):
+                b = int(m.body_parentid[b])
+            if b != root:
+                return False
+        return True
+
+    def _last_joint(self, body: int) -> int:
+        """Index (in planning order) of the last planning joint moving ``body``; -1 if none."""
+        m = self.model
+        joint_bodies = [int(m.jnt_bodyid[j]) for j in self.joint_ids]
+        b = body
+        while b > 0:
+            if b in joint_bodies:
+                return len(joint_bodies) - 1 - joint_bodies[::-1].index(b)
+            b = int(m.body_parentid[b])
+        return -1
+
+    def _tool_parent(self) -> int:
+        """The body carrying the tool frame (what an attached object is welded to)."""
+        if self.tool_site >= 0:
+            return int(self.model.site_bodyid[self.tool_site])
+        return int(self.tool_body)
+
+    def _reach_bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per geom: R (ngeom, J) with |dx| <= R[g] . |dq| for every point of geom g under a
+        joint change dq (zero rows for static geoms) and the index of the last planning joint
+        moving it (-1 when static); then the certificate of a probe without contacts (the
+        rows of the moving geoms, gaps PROBE_MARGIN). Uses the kinematics just computed:
+        anchor-to-anchor and anchor-to-geom distances are fixed for the scene (attached
+        object, gripper)."""
+        if self._reach is not None:
+            return self._reach
+        m, d = self.model, self.data
+        anchors = d.xanchor[self.joint_ids]
+        seg = np.linalg.norm(np.diff(anchors, axis=0), axis=1)
+        along = np.concatenate([[0.0], np.cumsum(seg)])      # chain length from joint 0
+        reach = np.zeros((m.ngeom, len(self.joint_ids)))
+        last = np.full(m.ngeom, -1)
+        for g in self._collidable_ids:
+            b = int(m.geom_bodyid[g])
+            if not self._moving[b]:
+                continue
+            attached = self._attached is not None and b == self._attached[0]
+            k = self._last_joint(self._tool_parent() if attached else b)
+            if k < 0:
+                continue
+            tail = float(np.linalg.norm(d.geom_xpos[g] - anchors[k])) + float(m.geom_rbound[g])
+            reach[g, :k + 1] = along[k] - along[:k + 1] + tail
+            last[g] = k
+        reach = reach * (1.0 + 1e-6) + 1e-9 * (last >= 0)[:, None]
+        rows = reach[last >= 0]
+        self._reach = (reach, last, rows, np.full(len(rows), PROBE_MARGIN - MIN_CLEARANCE))
+        self._pairs = self._checked_pairs(reach, last)
+        return self._reach
+
+    def _checked_pairs(self, reach: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The geom pairs that count (one moving, not allowed, not welded together) for
+        probes: (P, 2) geoms, the sum of their bounding radii, their certificate rows
+        (a static pair closes by the moving geom's displacement, a pair of two moving geoms
+        only by the joints between them), and the same for pairs with a plane."""
+        m = self.model
+        weld = m.body_weldid
+        geoms = [int(g) for g in self._collidable_ids]
+        pairs, planes = [], []
+        for i, g1 in enumerate(geoms):
+            for g2 in geoms[i + 1:]:
+                b1, b2 = int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2])
+                if (weld[b1] == weld[b2] or not (self._moving[b1] or self._moving[b2])
+                        or self._allowed[b1, b2]):
+                    continue
+                plane = [g for g in (g1, g2) if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_PLANE]
+                if plane:
+                    planes.append((plane[0], g2 if plane[0] == g1 else g1))
+                else:
+                    pairs.append((g1, g2))
+
+        def rows(p: np.ndarray) -> np.ndarray:
+            k = last[p]
+            deeper = np.where(k[:, 0] >= k[:, 1], p[:, 0], p[:, 1])
+            return reach[deeper] * (self._joint_index > k.min(axis=1)[:, None])
+
+        p = np.array(pairs, dtype=int).reshape(-1, 2)
+        pl = np.array(planes, dtype=int).reshape(-1, 2)
+        return (p, m.geom_rbound[p[:, 0]] + m.geom_rbound[p[:, 1]], rows(p), pl,
+                m.geom_rbound[pl[:, 1]], rows(pl))
+
+    def _probe(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Clearance certificate of state ``q``: rows W (P, J) and gaps (P,) such that a state
+        q' is collision-free when W |q' - q| < gaps row by row (before the safety share).
+
+        Pairs whose bounding spheres (or sphere and plane) are farther apart than padding +
+        PROBE_MARGIN are covered by one row per moving geom; the others are measured with
+        mj_geomDistance and get a row each. Not mj_collision with a wide margin: measured, it
+        misses separated pairs inside the margin (a box pair 1.3 mm apart, a cylinder and a
+        box 2.5 mm apart: no contact with 5-10 cm margins). Distances lose MIN_CLEARANCE.
+        The model's convex-collision settings must be PROBE_CCD.
+        """
+        self.probes += 1
+        m, d = self.model, self.data
+        self._forward(q)
+        reach, last, base, base_gap = self._reach_bounds()
+        pairs, radii, pair_rows, planes, plane_radii, plane_rows = self._pairs
+        reach_to = self.padding + PROBE_MARGIN
+        centers = d.geom_xpos
+        apart = centers[pairs[:, 0]] - centers[pairs[:, 1]]
+        near = np.flatnonzero(np.einsum("ij,ij->i", apart, apart) < (radii + reach_to) ** 2)
+        heights = np.einsum("ij,ij->i", centers[planes[:, 1]] - centers[planes[:, 0]],
+                            d.geom_xmat[planes[:, 0], 6:9])
+        near_plane = np.flatnonzero(heights < plane_radii + reach_to)
+        if near.size == 0 and near_plane.size == 0:
+            return base, base_gap
+        distance = mujoco.mj_geomDistance
+        gaps = [distance(m, d, g1, g2, reach_to, None) for g1, g2 in pairs[near].tolist()]
+        gaps += [distance(m, d, g1, g2, reach_to, None) for g1, g2 in planes[near_plane].tolist()]
+        rows = np.vstack([base, pair_rows[near], plane_rows[near_plane]])
+        return rows, np.concatenate([base_gap, np.array(gaps) - (self.padding + MIN_CLEARANCE)])
+
+    def _first_bad_segment(self, positions: np.ndarray, max_step: float,
+                           certified: bool) -> int:
+        """Index of the first segment of the polyline with an invalid interpolated state at
+        ``max_step`` spacing (the states of :meth:`motion_valid`), or -1."""
+        q0, q1 = positions[:-1], positions[1:]
+        steps = q1 - q0
+        counts = np.maximum(1, np.ceil(np.max(np.abs(steps), axis=1) / max_step).astype(int))
+        total = int(counts.sum()) + len(counts)
+        if not certified or total < MIN_CERTIFIED_STATES or not self._chain:
+            for i, n in enumerate(counts.tolist()):
+                a, d = q0[i], steps[i]
+                if not all(self.is_valid(a + d * (k / n)) for k in range(n + 1)):
+                    return i
+            return -1
+        # Every interpolated state (k / n as in motion_valid; shared ends kept twice).
+        seg = np.repeat(np.arange(len(counts)), counts + 1)
+        first = np.concatenate([[0], np.cumsum(counts + 1)[:-1]])
+        frac = (np.arange(total) - first[seg]) / counts[seg]
+        states = q0[seg] + steps[seg] * frac[:, None]
+        outside = np.flatnonzero(np.any((states < self._lo_tol) | (states > self._hi_tol),
+                                        axis=1))
+        end = total if outside.size == 0 else int(first[seg[outside[0]]])
+        self._probe_mode(True)
+        try:
+            bad = self._certified_walk(states[:end])
+        finally:
+            self._probe_mode(False)
+        if bad >= 0:
+            return int(seg[bad])
+        return -1 if outside.size == 0 else int(seg[outside[0]])
+
+    def _certified_walk(self, states: np.ndarray, chunk: int = 64) -> int:
+        """Index of the first invalid state of ``states`` (all within limits), or -1."""
+        k, total = 0, len(states)
+        while k < total:
+            q = states[k]
+            rows, gaps = self._probe(q)
+            if gaps.min() <= 0.0:
+                self._probe_mode(False)
+                try:
+                    ok = self.is_valid(q)
+                finally:
+                    self._probe_mode(True)
+                if not ok:
+                    return k
+                k += 1
+                continue
+            limit = CERTIFY_SHARE * gaps
+            k += 1
+            while k < total:
+                moved = np.abs(states[k:k + chunk] - q) @ rows.T
+                beyond = np.flatnonzero(np.any(moved >= limit, axis=1))
+                if beyond.size:
+                    k += int(beyond[0])
+                    break
+                k += chunk
+        return -1
 
 
 def _copy_model(model: mujoco.MjModel) -> mujoco.MjModel:

@@ -161,14 +161,20 @@ class OmplPlanner(Planner):
         self._seed = int(self.config.seed)
         self._solves = 0
 
-    def reseed(self, seed: int) -> None:
+    def reseed(self, seed: int, solves: int = 0) -> None:
         """Make the following solves depend only on ``seed`` and their order from now on.
 
         Args:
             seed: any non-negative integer (e.g. an episode seed).
+            solves: solves already made since ``seed`` (to replay from a :attr:`seed_state`).
         """
         self._seed = int(seed)
-        self._solves = 0
+        self._solves = int(solves)
+
+    @property
+    def seed_state(self) -> tuple[int, int]:
+        """(seed, solves since it): ``reseed(*seed_state)`` replays the following solves."""
+        return self._seed, self._solves
 
     def _next_ompl_seed(self) -> int:
         """The OMPL root seed of the next solve (non-zero, 32 bits)."""
