@@ -124,3 +124,26 @@ def test_probe_settings_are_restored_after_an_error(wall, monkeypatch):
     with pytest.raises(RuntimeError):
         chk.motion_valid(q0, q0 + 0.2, STEP)
     assert (chk.model.opt.ccd_iterations, chk.model.opt.ccd_tolerance) == before
+
+
+def test_lean_toppra_passes_give_toppras_own_trajectory(monkeypatch):
+    """timing's lean TOPP-RA passes make the same solver calls with the same arithmetic as
+    toppra's compute_trajectory: bit-identical trajectories (else plans and dataset ids
+    would change)."""
+    from clawgym_ros import constants as C
+    from clawgym_ros.planning import timing
+
+    rng = np.random.default_rng(4)
+    vmax = np.array([2.0, 2.0, 2.0, 2.0, 2.5, 2.5, 2.5])
+    amax = np.array([3.75, 1.875, 2.5, 3.125, 3.75, 5.0, 5.0])
+    cases = []
+    for _ in range(12):
+        waypoints = np.cumsum(rng.normal(0.0, 0.6, (int(rng.integers(2, 7)), 7)), axis=0)
+        cases.append((waypoints, vmax * rng.uniform(0.2, 1.0), amax * rng.uniform(0.2, 1.0)))
+    lean = [timing.time_parameterize(w, C.ARM_JOINTS, v, a) for w, v, a in cases]
+    monkeypatch.setattr(timing, "_LEAN_SOLVER", "none")      # toppra's own passes
+    for (w, v, a), mine in zip(cases, lean, strict=True):
+        theirs = timing.time_parameterize(w, C.ARM_JOINTS, v, a)
+        assert mine is not None and theirs is not None
+        for field in ("times", "positions", "velocities", "accelerations"):
+            assert np.array_equal(getattr(mine, field), getattr(theirs, field)), field

@@ -73,7 +73,8 @@ def time_parameterize(
         [constraint.JointVelocityConstraint(vlim), constraint.JointAccelerationConstraint(alim)],
         path, gridpoints=grid, parametrizer="ParametrizeConstAccel")
     try:
-        timed = instance.compute_trajectory(0.0, 0.0)
+        lean = type(instance.solver_wrapper).__name__ == _LEAN_SOLVER
+        timed = _lean_trajectory(instance) if lean else instance.compute_trajectory(0.0, 0.0)
     except Exception:  # toppra raises plain exceptions on numerical trouble
         timed = None
     if timed is None:
@@ -81,9 +82,117 @@ def time_parameterize(
     duration = float(timed.duration)
     n = max(2, int(np.ceil(duration / dt)) + 1)
     times = np.linspace(0.0, duration, n)
-    pos = np.asarray(timed(times))
-    vel = np.asarray(timed(times, 1))
-    acc = np.asarray(timed(times, 2))
+    pos, vel, acc = _sample(timed, times)
     pos[0], pos[-1] = positions[0], positions[-1]
     vel[0] = vel[-1] = 0.0
     return Trajectory(names, times, pos, vel, acc)
+
+
+#: toppra's solver wrapper whose stage problems the lean passes below call directly.
+_LEAN_SOLVER = "seidelWrapper"
+
+
+def _lean_trajectory(instance: object) -> object | None:
+    """toppra's ``compute_trajectory(0, 0)`` with the same solver calls in the same order and
+    the same arithmetic (so the same floats), without its per-stage Python overhead (array
+    allocations, NaN scans, logging checks): the backward pass (controllable sets) and the
+    greedy forward pass of TOPP-RA, then the constant-acceleration parametrizer. Checked
+    equal to toppra's own result in test/test_planning_fastpath.py (toppra 0.6.10)."""
+    from toppra.constants import MAX_TRIES, SMALL, TINY
+
+    sw = instance.solver_wrapper
+    stages = instance._N
+    solve = sw.solve_stagewise_optim
+    nan = np.nan
+    # Backward pass: controllable sets (compute_controllable_sets(0, 0)).
+    ctrl = np.zeros((stages + 1, 2))
+    g_upper = np.zeros(sw.get_no_vars())
+    g_upper[0], g_upper[1] = 1e-9, -1
+    g_lower = -g_upper
+    sw.setup_solver()
+    for i in range(stages - 1, -1, -1):
+        low, high = ctrl[i + 1, 0], ctrl[i + 1, 1]
+        x_upper = solve(i, None, g_upper, nan, nan, low, high)[1]
+        x_lower = solve(i, None, g_lower, nan, nan, low, high)[1]
+        ctrl[i, 0], ctrl[i, 1] = x_lower, x_upper
+        if ctrl[i, 0] < 0:
+            ctrl[i, 0] = 0
+        if x_lower != x_lower or x_upper != x_upper:
+            return None
+    sw.close_solver()
+    if 0.0 + SMALL < ctrl[0, 0] or ctrl[0, 1] + SMALL < 0.0:
+        return None
+    # Forward pass (compute_parameterization's greedy step).
+    deltas = sw.get_deltas()
+    xs = np.zeros(stages + 1)
+    us = np.zeros(stages)
+    g = np.zeros(sw.get_no_vars())
+    g[1] = -1
+    tries = 0
+    sw.setup_solver()
+    i = 0
+    while i < stages:
+        x = xs[i]
+        g[0] = -2 * deltas[i]
+        u = solve(i, None, g, x, x, ctrl[i + 1, 0], ctrl[i + 1, 1])[0] if x == x else nan
+        if u != u:
+            if tries < MAX_TRIES:
+                xs[i] = max(xs[i] - TINY, 0.999 * xs[i])
+                tries += 1
+                continue
+            xs[i + 1:] = nan
+            break
+        tries = 0
+        us[i] = u
+        x_next = xs[i] + 2 * deltas[i] * us[i]
+        x_next = max(x_next - TINY, 0.9999 * x_next)
+        xs[i + 1] = min(ctrl[i + 1, 1], max(ctrl[i + 1, 0], x_next))
+        i += 1
+    sw.close_solver()
+    velocities = np.sqrt(xs)
+    if np.isnan(velocities).any():
+        return None
+    return _const_accel_class()(instance.path, instance.problem_data.gridpoints, velocities)
+
+
+def _const_accel_class() -> type:
+    """toppra's ParametrizeConstAccel with its per-gridpoint loop written as array operations
+    (the same operations in the same order: cumulative sums accumulate sequentially)."""
+    global _CONST_ACCEL
+    if _CONST_ACCEL is None:
+        from toppra.parametrizer import ParametrizeConstAccel
+
+        class LeanConstAccel(ParametrizeConstAccel):
+            def _process_parametrization(self) -> None:
+                ds = self._ss[1:] - self._ss[:-1]
+                self._us = 0.5 * (self._xs[1:] - self._xs[:-1]) / ds
+                self._ts = np.concatenate(
+                    [[0.0], np.cumsum(2 * ds / (self._velocities[:-1] + self._velocities[1:]))])
+
+        _CONST_ACCEL = LeanConstAccel
+    return _CONST_ACCEL
+
+
+_CONST_ACCEL: type | None = None
+
+
+def _sample(timed: object, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions, velocities and accelerations of a toppra ParametrizeConstAccel at ``times``
+    (its three ``__call__`` orders, sharing one evaluation of the path parameters)."""
+    ss, vs, us = _eval_params(timed, times)
+    path = timed._path
+    d1 = path(ss, 1)
+    pos = path(ss)
+    vel = np.multiply(d1, vs[:, np.newaxis])
+    acc = np.multiply(path(ss, 2), vs[:, np.newaxis] ** 2) + np.multiply(d1, us[:, np.newaxis])
+    return np.asarray(pos), np.asarray(vel), np.asarray(acc)
+
+
+def _eval_params(timed: object, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ParametrizeConstAccel._eval_params as array operations (same operations, same order)."""
+    ts, us, vel, ss = timed._ts, timed._us, timed._velocities, timed._ss
+    idx = np.searchsorted(ts, times, side="right") - 1
+    idx[idx == len(us)] -= 1
+    dt = times - ts[idx]
+    u = us[idx]
+    return ss[idx] + dt * vel[idx] + 0.5 * dt ** 2 * u, vel[idx] + dt * u, u
