@@ -112,16 +112,10 @@ FAMILY_LIGHTING = "lighting"
 FAMILY_SENSOR_NOISE = "sensor_noise"
 FAMILY_GPS_DROPOUT = "gps_dropout"
 FAMILY_DYNAMICS = "dynamics"
-PERTURBATION_FAMILIES: tuple[str, ...] = (
-    FAMILY_NONE,
-    FAMILY_LIGHTING,
-    FAMILY_SENSOR_NOISE,
-    FAMILY_GPS_DROPOUT,
-    FAMILY_DYNAMICS,
-)
-#: Families that act on what the policy observes (interposed on sensor topics; their samples
-#: may be dropped; training-time hardening emulates them).
-OBSERVATION_FAMILIES: tuple[str, ...] = (FAMILY_SENSOR_NOISE, FAMILY_GPS_DROPOUT)
+# PERTURBATION_FAMILIES ('none', then every registered family) and OBSERVATION_FAMILIES
+# (families that act on what the policy observes: interposed on sensor topics, samples may be
+# dropped, training-time hardening emulates them) are derived from the family registry
+# (clawgym_ros.perturbations): see __getattr__ at the end of this module.
 SCHEDULES: tuple[str, ...] = ("constant", "stepped", "random")
 #: Sensor-noise intensity training-time hardening draws rows up to, unless configured (the
 #: top of the pick_place suites' sensor-noise sweep).
@@ -295,10 +289,20 @@ DEFAULT_RUN_DIR = "runs/default"
 
 
 def __getattr__(name: str):
-    """``TASKS``: the task registry's names (:func:`clawgym_ros.tasks.registry.task_names`),
-    read at each access, so tasks registered later (decorator, entry point) are included."""
+    """Names derived from the registries, read at each access (so tasks and families
+    registered later, by decorator or entry point, are included): ``TASKS`` (the task
+    registry's names), ``PERTURBATION_FAMILIES`` and ``OBSERVATION_FAMILIES`` (the family
+    registry's)."""
     if name == "TASKS":
         from clawgym_ros.tasks.registry import task_names
 
         return task_names()
+    if name == "PERTURBATION_FAMILIES":
+        from clawgym_ros.perturbations import family_names
+
+        return (FAMILY_NONE, *family_names())
+    if name == "OBSERVATION_FAMILIES":
+        from clawgym_ros.perturbations import observation_families
+
+        return observation_families()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

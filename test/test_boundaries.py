@@ -50,3 +50,57 @@ def test_backends_that_need_a_workstation_are_imported_lazily():
                     if module.split(".")[0] in {"moveit", "ros_gz", "launch", "launch_ros"}:
                         offenders.append(f"{path.relative_to(ROOT)} imports {module} at top")
     assert not offenders, "\n".join(offenders)
+
+
+#: Modules that still spell per-task / per-family tables or rules of their own instead of
+#: reading the registries (tasks/registry.py, perturbations/__init__.py), and why.
+TABLES_ALLOWED = {
+    # the task and family modules themselves, and the registries
+    "tasks", "perturbations/__init__.py",
+    # the physics-free evaluation model: made-up numbers per task/family, not a registration
+    "evaluation/synthetic.py",
+    # ROS mode: same answers as registry.task_scene / task_state_keys and
+    # perturbations.interposer_nodes (test_task_registry, test_family_registry); to switch
+    "evaluation/ros_mode.py",
+}
+
+
+def _constant(node: ast.AST, prefix: str) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+        and node.value.id == "C" and node.attr.startswith(prefix) and node.attr != "FAMILY_NONE"
+
+
+def test_per_task_and_per_family_tables_live_in_the_registries():
+    """No table keyed by several tasks or families and no ``task == C.TASK_X`` rule outside
+    the registries (a new task or family must not need edits elsewhere; issue 19)."""
+    offenders = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.split("/")[0] in TABLES_ALLOWED or rel in TABLES_ALLOWED:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Dict):
+                for prefix in ("TASK_", "FAMILY_"):
+                    if sum(_constant(k, prefix) for k in node.keys if k is not None) >= 2:
+                        offenders.append(f"{rel}:{node.lineno} a table keyed by C.{prefix}*")
+            elif isinstance(node, ast.Compare) and any(
+                    isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops) and any(
+                    _constant(x, "TASK_") for x in (node.left, *node.comparators)):
+                offenders.append(f"{rel}:{node.lineno} compares a task with C.TASK_*")
+    assert not offenders, "per-task/family rules outside the registries:\n" + "\n".join(
+        offenders)
+
+
+def test_registry_names_cost_no_heavy_import():
+    """constants.TASKS / PERTURBATION_FAMILIES / OBSERVATION_FAMILIES (read by every config
+    check) import no NumPy, simulator, torch or ROS."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from clawgym_ros import constants as C; "
+            "C.TASKS; C.PERTURBATION_FAMILIES; C.OBSERVATION_FAMILIES; "
+            "print(sorted(m for m in ('numpy', 'mujoco', 'gymnasium', 'torch', 'rclpy') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT.parent, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]", out

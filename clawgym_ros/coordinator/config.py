@@ -42,7 +42,6 @@ from clawgym_ros.training.registry import check_policy_name, check_policy_option
 MODE_CLOSED = "closed"
 MODE_OPEN = "open"
 MODES = (MODE_CLOSED, MODE_OPEN)
-PERTURBING = tuple(f for f in C.PERTURBATION_FAMILIES if f != C.FAMILY_NONE)
 SEED_LIMIT = 2**31 - 1
 #: Most episodes synthesized per iteration (as `clawgym synth --episodes`).
 MAX_EPISODES = 10_000_000
@@ -252,7 +251,7 @@ class LoopConfig:
             raise ConfigError("ranges", self.ranges, "a mapping family: [low, high]")
         ranges = {}
         for family, pair in self.ranges.items():
-            check_choice(f"ranges.{family}", family, PERTURBING)
+            check_choice(f"ranges.{family}", family, C.PERTURBATION_FAMILIES[1:])
             if (not isinstance(pair, (list, tuple)) or len(pair) != 2):
                 raise ConfigError(f"ranges.{family}", pair, "[low, high] in [0, 1]")
             low = check_range(f"ranges.{family}[0]", pair[0], 0.0, 1.0)

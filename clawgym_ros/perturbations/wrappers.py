@@ -28,6 +28,7 @@ import numpy as np
 
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ConfigError
+from clawgym_ros.perturbations import FamilyTable
 from clawgym_ros.perturbations.base import Perturbation
 from clawgym_ros.perturbations.dynamics import Dynamics
 from clawgym_ros.perturbations.gps import STATUS_FIX, STATUS_NO_FIX, GpsDropout, GpsFix
@@ -205,13 +206,9 @@ class DynamicsWrapper(PerturbationWrapper):
         return obs, info
 
 
-#: Family -> wrapper, in the order :func:`wrap` applies them (backend side first).
-WRAPPERS: dict[str, type[PerturbationWrapper]] = {
-    C.FAMILY_DYNAMICS: DynamicsWrapper,
-    C.FAMILY_LIGHTING: LightingWrapper,
-    C.FAMILY_SENSOR_NOISE: SensorNoiseWrapper,
-    C.FAMILY_GPS_DROPOUT: GpsDropoutWrapper,
-}
+#: Family -> wrapper, in the order :func:`wrap` applies them (backend side first): derived from
+#: the family registry (each family's ``wrapper`` and ``wrap_order``; live).
+WRAPPERS: Mapping[str, type[PerturbationWrapper]] = FamilyTable("wrapper", wrap_order=True)
 
 
 def wrap(env: gym.Env, perturbations: Mapping[str, Perturbation] | Iterable[Perturbation]
