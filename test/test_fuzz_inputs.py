@@ -36,14 +36,12 @@ def loaders() -> list[tuple[str, bytes, Callable[[Path], object]]]:
     from clawgym_ros.coordinator.config import load_loop_config
     from clawgym_ros.evaluation.preference import load_judgments
     from clawgym_ros.evaluation.suites import load_suite
-    from clawgym_ros.perturbations.suite import load_suite as load_perturbation_suite
     from clawgym_ros.synthesis.mixture import load_mixture
     from clawgym_ros.training.config import load_group_weights
 
     out = []
     for folder, load in (("config/loop", load_loop_config), ("config/suites", load_suite),
-                         ("config/loop/suites", load_suite),
-                         ("config/perturbations", load_perturbation_suite)):
+                         ("config/loop/suites", load_suite)):
         out += [(p.name, p.read_bytes(), load) for p in sorted((ROOT / folder).glob("*.yaml"))]
     out += [
         ("mixture.yaml", b"mixture:\n- {task: pick_place, template: cube, family: lighting, "

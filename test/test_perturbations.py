@@ -1,4 +1,4 @@
-"""Perturbation cores: statistics, reset, determinism, schedules, validation, suites."""
+"""Perturbation cores: statistics, reset, determinism, schedules, validation."""
 
 from __future__ import annotations
 
@@ -23,9 +23,7 @@ from clawgym_ros.perturbations import (
 )
 from clawgym_ros.perturbations.gps import EARTH_RADIUS_M, STATUS_FIX, STATUS_NO_FIX, GpsFix
 from clawgym_ros.perturbations.sensor_noise import STREAM_IMU, STREAM_JOINTS
-from clawgym_ros.perturbations.suite import load_suite, parse_suite
 from clawgym_ros.sim.backend import DynamicsSettings, LightingSettings
-from test.conftest import ROOT
 
 QUIET = dict(joint_drop_prob=0.0, joint_stale_prob=0.0, joint_pos_bias_walk=0.0,
              joint_pos_quantization=0.0, imu_drop_prob=0.0, imu_stale_prob=0.0,
@@ -336,48 +334,3 @@ def test_overrides_by_name():
     with pytest.raises(ConfigError, match="parameters.bogus"):
         cfg.with_overrides({"bogus": 1.0})
     assert make(C.FAMILY_SENSOR_NOISE, {"intensity": 0.3}).config.intensity == 0.3
-
-
-# --- suites ----------------------------------------------------------------------------------
-
-def test_shipped_suites_load():
-    for path in sorted((ROOT / "config" / "perturbations").glob("*.yaml")):
-        suite = load_suite(path)
-        assert suite.cases and suite.names[0] == "none"
-        for case in suite.cases:
-            for family, perturbation in case.make().items():
-                assert perturbation.family == family
-    suite = load_suite(ROOT / "config" / "perturbations" / "default_suite.yaml")
-    assert "lighting@1" in suite.names
-    assert set(suite.case("all_families").families) == set(C.PERTURBATION_FAMILIES[1:])
-
-
-@pytest.mark.parametrize("data,field,value", [
-    ({"suite": {"name": "x", "families": {"fog": {"intensities": [1.0]}}}},
-     "suite.families.fog", "fog"),
-    ({"suite": {"name": "x", "families": {"lighting": {"intensities": [0.5, 2.0]}}}},
-     "suite.families.lighting.intensities[1]", 2.0),
-    ({"suite": {"name": "x", "families": {"dynamics": {"intensities": [1.0],
-                                                        "parameters": {"mass_factor": 20}}}}},
-     "suite.families.dynamics.parameters.mass_factor", 20),
-    ({"suite": {"name": "x", "combined": [{"name": "c", "members": {"lighting": {
-        "intensity": 1.0}, "dynamics": {"intensity": 1.0, "colour": 1}}}]}},
-     "suite.combined[0].members.dynamics.colour", 1),
-])
-def test_suite_errors_name_file_field_value(tmp_path, data, field, value):
-    import yaml
-
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(data))
-    with pytest.raises(ConfigError) as err:
-        load_suite(path)
-    assert err.value.field == field and err.value.value == value
-    assert err.value.source == str(path) and str(path) in str(err.value)
-    assert err.value.allowed
-
-
-def test_suite_case_names_are_unique():
-    with pytest.raises(ConfigError, match="unique"):
-        parse_suite({"suite": {"name": "x", "combined": [
-            {"name": "none", "members": {"lighting": {"intensity": 1.0},
-                                         "dynamics": {"intensity": 1.0}}}]}})

@@ -213,7 +213,7 @@ WRAPPERS: Mapping[str, type[PerturbationWrapper]] = FamilyTable("wrapper", wrap_
 
 def wrap(env: gym.Env, perturbations: Mapping[str, Perturbation] | Iterable[Perturbation]
          ) -> gym.Env:
-    """Wrap ``env`` with one wrapper per perturbation (e.g. ``SuiteCase.make()``).
+    """Wrap ``env`` with one wrapper per perturbation (e.g. ``[make("lighting", ...)]``).
 
     Raises:
         ConfigError: two perturbations of one family.
