@@ -147,3 +147,30 @@ def test_lean_toppra_passes_give_toppras_own_trajectory(monkeypatch):
         assert mine is not None and theirs is not None
         for field in ("times", "positions", "velocities", "accelerations"):
             assert np.array_equal(getattr(mine, field), getattr(theirs, field)), field
+
+
+@pytest.mark.parametrize("padding", [0.0, 0.01])
+def test_clearance_certificates_hold_at_their_edge(wall, padding):
+    """Every state a probe certifies is valid: states pushed in random directions to 0.89 of
+    the certificate's limit (the walk certifies below 0.9) from states close to contacts."""
+    chk = _checker(wall)
+    chk.set_padding(padding)
+    rng = np.random.default_rng(5)
+    starts = [q0 + (q1 - q0) * rng.uniform(0.8, 1.0)
+              for q0, q1 in _boundary_motions(chk, rng, 120)[::4]]
+    certified = 0
+    for q in starts:
+        chk._probe_mode(True)
+        try:
+            rows, gaps = chk._probe(q)
+        finally:
+            chk._probe_mode(False)
+        if gaps.min() <= 0.0:
+            continue
+        for _ in range(20):
+            step = rng.normal(0.0, 1.0, q.size)
+            step *= 0.89 / np.max((rows @ np.abs(step)) / gaps)
+            if chk.within_limits(q + step):
+                assert chk.is_valid(q + step), (q, step)
+                certified += 1
+    assert certified > 300

@@ -38,7 +38,7 @@ _STATIC_TYPE, _STATIC_AFFINITY = 2, 1
 #: Tolerance of the joint-limit test of a state (rad).
 LIMIT_TOL = 1e-9
 #: Clearance probes report contacts closer than padding + this (m).
-PROBE_MARGIN = 0.08
+PROBE_MARGIN = 0.12
 #: A probe certifies states whose point displacement bound is below this share of its clearance.
 CERTIFY_SHARE = 0.9
 #: Clearances below this (m) certify nothing: the state is checked exactly instead. Also taken
@@ -138,8 +138,7 @@ class CollisionChecker:
         self._moving = np.zeros(self.model.nbody, dtype=bool)
         self._acm_bits = False
         self._chain = self._serial_chain()
-        self._reach: tuple[np.ndarray, ...] | None = None
-        self._pairs: tuple[np.ndarray, ...] = ()
+        self._clearance: _Clearance | None = None
         self._joint_index = np.arange(n)
         self._apply_masks()
         self._update_parent_filter()
@@ -405,7 +404,7 @@ class CollisionChecker:
     def _scene_changed(self) -> None:
         """The scene part of the reused qpos (and the reach bounds) follow a new scene."""
         self._qpos[:] = self.scene_qpos
-        self._reach = None
+        self._clearance = None
 
     def _set_margin(self, margin: float) -> None:
         self.model.geom_margin[self._collidable_ids] = margin
@@ -503,15 +502,15 @@ class CollisionChecker:
             return int(self.model.site_bodyid[self.tool_site])
         return int(self.tool_body)
 
-    def _reach_bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Per geom: R (ngeom, J) with |dx| <= R[g] . |dq| for every point of geom g under a
-        joint change dq (zero rows for static geoms) and the index of the last planning joint
-        moving it (-1 when static); then the certificate of a probe without contacts (the
-        rows of the moving geoms, gaps PROBE_MARGIN). Uses the kinematics just computed:
-        anchor-to-anchor and anchor-to-geom distances are fixed for the scene (attached
-        object, gripper)."""
-        if self._reach is not None:
-            return self._reach
+    def _probe_geometry(self) -> _Clearance:
+        """The scene's :class:`_Clearance`, built at the first probe after a scene change.
+
+        Reach rows: R (ngeom, J) with |dx| <= R[g] . |dq| for every point of geom g under a
+        joint change dq (zero rows for static geoms), and the index of the last planning joint
+        moving each geom (-1 when static). Uses the kinematics just computed: anchor-to-anchor
+        and anchor-to-geom distances are fixed for the scene (attached object, gripper)."""
+        if self._clearance is not None:
+            return self._clearance
         m, d = self.model, self.data
         anchors = d.xanchor[self.joint_ids]
         seg = np.linalg.norm(np.diff(anchors, axis=0), axis=1)
@@ -530,72 +529,15 @@ class CollisionChecker:
             reach[g, :k + 1] = along[k] - along[:k + 1] + tail
             last[g] = k
         reach = reach * (1.0 + 1e-6) + 1e-9 * (last >= 0)[:, None]
-        rows = reach[last >= 0]
-        self._reach = (reach, last, rows, np.full(len(rows), PROBE_MARGIN - MIN_CLEARANCE))
-        self._pairs = self._checked_pairs(reach, last)
-        return self._reach
-
-    def _checked_pairs(self, reach: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The geom pairs that count (one moving, not allowed, not welded together) for
-        probes: (P, 2) geoms, the sum of their bounding radii, their certificate rows
-        (a static pair closes by the moving geom's displacement, a pair of two moving geoms
-        only by the joints between them), and the same for pairs with a plane."""
-        m = self.model
-        weld = m.body_weldid
-        geoms = [int(g) for g in self._collidable_ids]
-        pairs, planes = [], []
-        for i, g1 in enumerate(geoms):
-            for g2 in geoms[i + 1:]:
-                b1, b2 = int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2])
-                if (weld[b1] == weld[b2] or not (self._moving[b1] or self._moving[b2])
-                        or self._allowed[b1, b2]):
-                    continue
-                plane = [g for g in (g1, g2) if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_PLANE]
-                if plane:
-                    planes.append((plane[0], g2 if plane[0] == g1 else g1))
-                else:
-                    pairs.append((g1, g2))
-
-        def rows(p: np.ndarray) -> np.ndarray:
-            k = last[p]
-            deeper = np.where(k[:, 0] >= k[:, 1], p[:, 0], p[:, 1])
-            return reach[deeper] * (self._joint_index > k.min(axis=1)[:, None])
-
-        p = np.array(pairs, dtype=int).reshape(-1, 2)
-        pl = np.array(planes, dtype=int).reshape(-1, 2)
-        return (p, m.geom_rbound[p[:, 0]] + m.geom_rbound[p[:, 1]], rows(p), pl,
-                m.geom_rbound[pl[:, 1]], rows(pl))
+        self._clearance = _Clearance(self, reach, last)
+        return self._clearance
 
     def _probe(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Clearance certificate of state ``q``: rows W (P, J) and gaps (P,) such that a state
-        q' is collision-free when W |q' - q| < gaps row by row (before the safety share).
-
-        Pairs whose bounding spheres (or sphere and plane) are farther apart than padding +
-        PROBE_MARGIN are covered by one row per moving geom; the others are measured with
-        mj_geomDistance and get a row each. Not mj_collision with a wide margin: measured, it
-        misses separated pairs inside the margin (a box pair 1.3 mm apart, a cylinder and a
-        box 2.5 mm apart: no contact with 5-10 cm margins). Distances lose MIN_CLEARANCE.
-        The model's convex-collision settings must be PROBE_CCD.
-        """
+        """Clearance certificate of state ``q`` (see :class:`_Clearance`)."""
         self.probes += 1
-        m, d = self.model, self.data
         self._forward(q)
-        reach, last, base, base_gap = self._reach_bounds()
-        pairs, radii, pair_rows, planes, plane_radii, plane_rows = self._pairs
-        reach_to = self.padding + PROBE_MARGIN
-        centers = d.geom_xpos
-        apart = centers[pairs[:, 0]] - centers[pairs[:, 1]]
-        near = np.flatnonzero(np.einsum("ij,ij->i", apart, apart) < (radii + reach_to) ** 2)
-        heights = np.einsum("ij,ij->i", centers[planes[:, 1]] - centers[planes[:, 0]],
-                            d.geom_xmat[planes[:, 0], 6:9])
-        near_plane = np.flatnonzero(heights < plane_radii + reach_to)
-        if near.size == 0 and near_plane.size == 0:
-            return base, base_gap
-        distance = mujoco.mj_geomDistance
-        gaps = [distance(m, d, g1, g2, reach_to, None) for g1, g2 in pairs[near].tolist()]
-        gaps += [distance(m, d, g1, g2, reach_to, None) for g1, g2 in planes[near_plane].tolist()]
-        rows = np.vstack([base, pair_rows[near], plane_rows[near_plane]])
-        return rows, np.concatenate([base_gap, np.array(gaps) - (self.padding + MIN_CLEARANCE)])
+        return self._probe_geometry().certificate(self.model, self.data, self.padding,
+                                                  self._ccd)
 
     def _first_bad_segment(self, positions: np.ndarray, max_step: float,
                            certified: bool) -> int:
@@ -654,6 +596,122 @@ class CollisionChecker:
                     break
                 k += chunk
         return -1
+
+
+class _Clearance:
+    """What a clearance probe needs for one scene (fixed static geometry and attachment).
+
+    The pairs that count (one moving geom, not allowed, not welded together) are pre-selected
+    per probe by a cheap lower bound of their distance, all moving geoms at once: the distance
+    from a moving geom's centre to a static box (planes count as deep boxes below them) minus
+    its bounding radius, or the bounding spheres of any other pair. Pairs farther than padding +
+    PROBE_MARGIN by that bound are covered by one certificate row per moving geom (gap
+    PROBE_MARGIN); the others are measured with mj_geomDistance and get a row each. Not
+    mj_collision with a wide margin: measured, it misses separated pairs inside the margin (a
+    box pair 1.3 mm apart, a cylinder and a box 2.5 mm apart: no contact with 5-10 cm
+    margins). Every measured distance loses MIN_CLEARANCE.
+
+    A row bounds how fast a pair may close: a static pair by the moving geom's displacement
+    (its reach row), a pair of two moving geoms only by the joints between them.
+    """
+
+    #: A plane is the box of this half depth below it, this wide.
+    _PLANE_DEPTH, _PLANE_WIDTH = 1e3, 1e6
+
+    def __init__(self, checker: CollisionChecker, reach: np.ndarray, last: np.ndarray) -> None:
+        m, d = checker.model, checker.data
+        weld = m.body_weldid
+        geoms = [int(g) for g in checker._collidable_ids]
+        body = {g: int(m.geom_bodyid[g]) for g in geoms}
+        moving = [g for g in geoms if checker._moving[body[g]] and last[g] >= 0]
+        static = [g for g in geoms if not checker._moving[body[g]]]
+        box_types = {int(mujoco.mjtGeom.mjGEOM_BOX), int(mujoco.mjtGeom.mjGEOM_PLANE)}
+        kind = {g: int(m.geom_type[g]) for g in geoms}
+        boxes = [g for g in static if kind[g] in box_types]
+        others = [g for g in static if kind[g] not in box_types]
+
+        def counts(g1: int, g2: int) -> bool:
+            b1, b2 = body[g1], body[g2]
+            return weld[b1] != weld[b2] and not checker._allowed[b1, b2]
+
+        self.moving = np.array(moving, dtype=int)
+        self.radius = m.geom_rbound[self.moving]
+        self.rows = reach[self.moving]
+        self.base_gap = np.full(len(moving), PROBE_MARGIN - MIN_CLEARANCE)
+        # Static boxes in one matrix: a centre c is at c @ rot - off in the boxes' frames.
+        frames, offsets, halves = [], [], []
+        for g in boxes:
+            rot = d.geom_xmat[g].reshape(3, 3)
+            centre, half = d.geom_xpos[g].copy(), m.geom_size[g].copy()
+            if kind[g] == int(mujoco.mjtGeom.mjGEOM_PLANE):
+                centre = centre - self._PLANE_DEPTH * rot[:, 2]
+                half = np.array([self._PLANE_WIDTH, self._PLANE_WIDTH, self._PLANE_DEPTH])
+            frames.append(rot)
+            offsets.append(centre @ rot)
+            halves.append(half)
+        self.boxes = np.array(boxes, dtype=int)
+        self.box_rot = np.hstack(frames) if frames else np.zeros((3, 0))
+        self.box_off = np.concatenate(offsets) if offsets else np.zeros(0)
+        self.box_half = np.concatenate(halves) if halves else np.zeros(0)
+        self.box_mask = np.array([[counts(g, b) for b in boxes] for g in moving],
+                                 dtype=bool).reshape(len(moving), len(boxes))
+        # Other static geoms and the moving geoms themselves: bounding spheres.
+        self.targets = np.array(others + moving, dtype=int)
+        self.static_centres = d.geom_xpos[np.array(others, dtype=int)].copy()
+        self.target_radius = m.geom_rbound[self.targets]
+        n_other = len(others)
+        self.sphere_mask = np.array(
+            [[counts(g, t) and (k < n_other or moving.index(t) > i)
+              for k, t in enumerate(others + moving)] for i, g in enumerate(moving)],
+            dtype=bool).reshape(len(moving), len(self.targets))
+        sphere_rows = np.repeat(self.rows[:, None, :], len(self.targets), axis=1)
+        index = checker._joint_index
+        for i, g1 in enumerate(moving):
+            for j, g2 in enumerate(moving):
+                if self.sphere_mask[i, n_other + j]:
+                    k1, k2 = int(last[g1]), int(last[g2])
+                    deeper = g1 if k1 >= k2 else g2
+                    sphere_rows[i, n_other + j] = reach[deeper] * (index > min(k1, k2))
+        self.sphere_rows = sphere_rows
+        self.curved = {g for g in geoms
+                       if kind[g] not in box_types | {int(mujoco.mjtGeom.mjGEOM_SPHERE)}}
+
+    def certificate(self, m: mujoco.MjModel, d: mujoco.MjData, padding: float,
+                    plain_ccd: tuple[int, float]) -> tuple[np.ndarray, np.ndarray]:
+        """Rows W (P, J) and gaps (P,): a state q' is collision-free when W |q' - q| < gaps
+        row by row (before the safety share), q being the state of ``d``'s kinematics. The
+        model's convex-collision settings must be PROBE_CCD; ``plain_ccd`` (the model's own)
+        serves pairs of polytopes."""
+        reach_to = padding + PROBE_MARGIN
+        centres = d.geom_xpos[self.moving]
+        limit = self.radius + reach_to
+        local = np.abs(centres @ self.box_rot - self.box_off) - self.box_half
+        outside = np.maximum(local, 0.0) ** 2
+        box_d2 = outside.reshape(len(centres), -1, 3).sum(axis=2)
+        ib, jb = np.nonzero((box_d2 < (limit ** 2)[:, None]) & self.box_mask)
+        apart = centres[:, None, :] - np.vstack([self.static_centres, centres])[None, :, :]
+        within = (limit[:, None] + self.target_radius[None, :]) ** 2
+        js, ks = np.nonzero(((apart ** 2).sum(axis=2) < within) & self.sphere_mask)
+        if ib.size == 0 and js.size == 0:
+            return self.rows, self.base_gap
+        first = np.concatenate([self.boxes[jb], self.targets[ks]]).tolist()
+        second = np.concatenate([self.moving[ib], self.moving[js]]).tolist()
+        distance = mujoco.mj_geomDistance
+        opt = m.opt
+        precise = opt.ccd_iterations, opt.ccd_tolerance
+        dist = []
+        for g1, g2 in zip(first, second, strict=True):
+            # Polytopes converge exactly with the model's own settings; curved shapes need
+            # the probe's (GJK stops early near contact).
+            if g1 in self.curved or g2 in self.curved:
+                dist.append(distance(m, d, g1, g2, reach_to, None))
+            else:
+                opt.ccd_iterations, opt.ccd_tolerance = plain_ccd
+                dist.append(distance(m, d, g1, g2, reach_to, None))
+                opt.ccd_iterations, opt.ccd_tolerance = precise
+        rows = np.vstack([self.rows, self.rows[ib], self.sphere_rows[js, ks]])
+        return rows, np.concatenate([self.base_gap,
+                                     np.array(dist) - (padding + MIN_CLEARANCE)])
 
 
 def _copy_model(model: mujoco.MjModel) -> mujoco.MjModel:
