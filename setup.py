@@ -55,6 +55,8 @@ setup(
     ],
     include_package_data=True,
     install_requires=["setuptools"],
+    # --executor ray (clawgym synth / eval): Ray tasks on a local or multi-node cluster
+    extras_require={"ray": ["ray==2.52.0"]},
     zip_safe=False,
     maintainer="ClawGym developers",
     maintainer_email="clawgym@example.org",

@@ -30,10 +30,25 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "world sim_node simulates; ros mode)")
     parser.add_argument("--max-steps", type=int, default=0,
                         help="control steps per episode (0 = the env's limit)")
+    from clawgym_ros.ray_executor import add_executor_args
+
+    add_executor_args(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from clawgym_ros.errors import ConfigError
+    from clawgym_ros.evaluation.workers import default_workers
+    from clawgym_ros.ray_executor import executor_scope
+
+    if args.executor != "local" and args.mode != "in_process":
+        raise ConfigError("--executor", args.executor, "local with --mode ros (the ROS graph "
+                          "runs its own processes)")
+    with executor_scope(args.executor, args.ray_address, args.workers or default_workers()):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from clawgym_ros.evaluation.config import EvalConfig
     from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
     from clawgym_ros.evaluation.run import run_evaluation

@@ -26,10 +26,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--from-report", metavar="REPORT_ID", default="",
                         help="recovery demonstrations: restart the experts from the failure "
                              "states of this evaluation report (in --out's store)")
+    from clawgym_ros.ray_executor import add_executor_args
+
+    add_executor_args(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from clawgym_ros.ray_executor import executor_scope
+    from clawgym_ros.synthesis.pool import default_workers
+
+    with executor_scope(args.executor, args.ray_address, args.workers or default_workers()):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from clawgym_ros.errors import ClawgymError
     from clawgym_ros.tasks.synth import SynthRequest, synthesize
 

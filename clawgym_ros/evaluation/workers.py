@@ -244,11 +244,18 @@ def run_specs(source: PolicySource, specs: Sequence[EpisodeSpec], workers: int =
         cancel: set it to stop early (raises :class:`EvaluationCancelledError`).
         pool: a :class:`WorkerPool` to run on when ``workers`` > 1 (kept open); by default a
             pool of ``workers`` processes is started for this call and stopped after it.
+            Inside :func:`clawgym_ros.ray_executor.executor_scope` with ``ray`` (and no
+            ``pool``), the episodes run as Ray tasks (same results, in spec order).
 
     Raises:
         EvaluationCancelledError: ``cancel`` was set; WorkerPoolError: a worker died.
     """
     options = options or RolloutOptions()
+    from clawgym_ros.ray_executor import current
+
+    cluster = current() if pool is None else None
+    if cluster is not None and specs:
+        return _run_on_ray(cluster, source, specs, options, progress, cancel)
     workers = workers or default_workers()
     if workers > 1 and len(specs) > 1:
         if pool is not None:
@@ -265,4 +272,21 @@ def run_specs(source: PolicySource, specs: Sequence[EpisodeSpec], workers: int =
             tracker.note(runner.run(spec))
     finally:
         runner.close()
+    return tracker.ordered()
+
+
+def _run_on_ray(cluster: Any, source: PolicySource, specs: Sequence[EpisodeSpec],
+                options: RolloutOptions, progress: Progress | None,
+                cancel: threading.Event | None) -> list[EpisodeResult]:
+    """:func:`run_specs` on a :class:`~clawgym_ros.ray_executor.RayCluster`: each episode a
+    Ray task running :func:`_run` (each Ray worker keeps its runner, as a pool worker does)."""
+    tracker = _Tracker(len(specs), progress)
+    is_cancelled = cancel.is_set if cancel is not None else (lambda: False)
+    calls = [(source, options, spec) for spec in specs]
+    what = [f"episode {s.index} ({s.task}/{s.template}, seed {s.seed})" for s in specs]
+    for payload in cluster.map_ordered(_run, calls, what, is_cancelled):
+        tracker.note(_result(payload))
+    if len(tracker.results) < len(specs):
+        raise EvaluationCancelledError(f"cancelled after {len(tracker.results)} of "
+                                       f"{len(specs)} episodes")
     return tracker.ordered()
