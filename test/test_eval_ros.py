@@ -332,35 +332,55 @@ def nav_checkpoint(tmp_path_factory):
 
 
 @pytest.mark.parametrize("which", ["scripted", "checkpoint"])
-def test_gps_nav_through_ros_matches_in_process(which, nav_checkpoint, tmp_path):
+def test_gps_nav_through_ros_matches_in_process(which, nav_checkpoint, tmp_path, capsys):
     """gps_nav over ROS lockstep: sim_node's gps_nav task world (GPS, IMU, wheel odometry,
     wheel joints, nav_goal on task_state; the evaluator scores ground_truth/odom), the base
     command stamped per step (cmd_vel_stamped),
     gps_dropout_node holding the last fix through outages as the wrapper does, sensor noise
     on wheels and IMU: identical per-episode records to in-process, for the scripted
-    go-to-waypoint baseline and a checkpoint trained here."""
+    go-to-waypoint baseline (the driver directly) and a checkpoint trained here (`clawgym
+    eval --mode ros --checkpoint` and `--mode in_process`: their reports)."""
     pytest.importorskip("rclpy")
+    import yaml
+
+    from clawgym_ros.cli import main
     from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
     from clawgym_ros.evaluation.suites import expand, parse_suite
     from clawgym_ros.evaluation.workers import run_specs
     from clawgym_ros.ros_io.eval_graph import run_ros_graph
 
     root, ckpt = nav_checkpoint
-    policy, run_dir = ("scripted:gps_nav", "") if which == "scripted" else (ckpt, str(root))
-    specs = expand(parse_suite(NAV_SUITE, "ros_nav"), 5)
-    ros = run_ros_graph(specs, policy, run_dir, 300, log_dir=tmp_path / "logs", world="task")
-    local = run_specs(PolicySource.parse(policy, run_dir), specs, 1,
-                      RolloutOptions(world="task", max_steps=300))
-    records = [r.to_dict() for r in ros]
-    for a, b in zip(records, [r.to_dict() for r in local], strict=True):
+    if which == "scripted":
+        specs = expand(parse_suite(NAV_SUITE, "ros_nav"), 5)
+        ros = run_ros_graph(specs, "scripted:gps_nav", "", 300, log_dir=tmp_path / "logs",
+                            world="task")
+        local = run_specs(PolicySource.parse("scripted:gps_nav"), specs, 1,
+                          RolloutOptions(world="task", max_steps=300))
+        records, expected = [r.to_dict() for r in ros], [r.to_dict() for r in local]
+    else:
+        suite = tmp_path / "ros_nav.yaml"
+        suite.write_text(yaml.safe_dump(NAV_SUITE))
+        reports = {}
+        for mode in ("ros", "in_process"):
+            assert main(["eval", "--checkpoint", ckpt[:12], "--suite", str(suite), "--seed",
+                         "5", "--out", str(root), "--mode", mode, "--workers", "1",
+                         "--world", "task", "--max-steps", "300"]) == 0
+            lines = capsys.readouterr().out.split("\n")
+            json_line = next(line for line in lines if line.startswith("json: "))
+            reports[mode] = json.loads(open(json_line[len("json: "):]).read())
+        records, expected = (reports["ros"]["per_episode"],
+                             reports["in_process"]["per_episode"])
+    for a, b in zip(records, expected, strict=True):
         b = {k: v for k, v in b.items() if k != "failure_states"}
         assert a == b, (a["index"], a["family"], [k for k in b if a.get(k) != b[k]])
     assert {r["family"] for r in records} == {"none", "gps_dropout", "sensor_noise"}
     # Not trivial: the base drives, and the GPS dropout cell had outages (held fixes).
-    assert all(max(r["series"]["tool_speed"]) > 0.1 for r in records)
     assert any(r["perturbation"].get("gps_dropout.outages", 0) > 0 for r in records)
     if which == "scripted":
+        assert all(max(r["series"]["tool_speed"]) > 0.1 for r in records)
         assert any(r["stages_reached"] for r in records)
+    else:   # report records carry metrics, not series
+        assert all(r["metrics"]["jerk_rms"] > 0 for r in records)
 
 
 def test_ros_mode_refuses_gps_nav_with_an_arm_task_or_in_the_scene_world(tmp_path):

@@ -315,7 +315,8 @@ def pick_frames(states: Iterable[FailureState]) -> dict[str, FailureState]:
 
 def render_frames(states: Iterable[FailureState], width: int = 320, height: int = 240
                   ) -> dict[str, bytes]:
-    """PNG bytes of one rendered frame (the scene camera) per failing stage.
+    """PNG bytes of one rendered frame (the scene camera; outdoors, where there is none, the
+    base's front camera) per failing stage.
 
     Deterministic for a given machine's renderer; the frames are report content.
     """
@@ -326,7 +327,8 @@ def render_frames(states: Iterable[FailureState], width: int = 320, height: int 
     frames: dict[str, bytes] = {}
     chosen = pick_frames(states)
     for (key, _), env in zip(chosen.items(), restored_envs(chosen.values()), strict=True):
-        image = env.backend.render(C.CAMERA_SCENE, width, height)
+        camera = C.CAMERA_SCENE if env.backend.is_arm else C.CAMERA_FRONT
+        image = env.backend.render(camera, width, height)
         buf = io.BytesIO()
         mpimg.imsave(buf, image, format="png", metadata={"Software": None})
         frames[key] = buf.getvalue()
