@@ -151,6 +151,8 @@ class RayCluster:
         self.ray = ray
         self.address = address
         self.cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        #: tasks in flight at most (None: twice the cluster's CPUs); benchmarks lower it
+        self.max_in_flight: int | None = None
         self._remote: dict[Callable, Any] = {}
 
     def close(self) -> None:
@@ -167,8 +169,9 @@ class RayCluster:
                     is_cancelled: Callable[[], bool] = lambda: False) -> Iterator[Any]:
         """``fn(*call)`` for every call as Ray tasks, yielded in call order.
 
-        At most twice the cluster's CPUs are in flight. Stops (yielding no more) once
-        ``is_cancelled()``: the results are a prefix of the calls.
+        At most :attr:`max_in_flight` (default twice the cluster's CPUs) are in flight.
+        Stops (yielding no more) once ``is_cancelled()``: the results are a prefix of the
+        calls.
 
         Args:
             what: a name per call for errors (e.g. ``episode 12 (seed 345)``).
@@ -180,7 +183,7 @@ class RayCluster:
         """
         ray = self.ray
         task = self._task(fn)
-        window = 2 * self.cpus
+        window = self.max_in_flight or 2 * self.cpus
         pending: dict[int, Any] = {}
         submitted = 0
         try:

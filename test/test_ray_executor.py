@@ -257,3 +257,23 @@ def test_bad_addresses_are_refused_with_one_line(tmp_path):
     finally:
         listener.close()
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.timeout(300)
+def test_bench_eval_on_the_cluster_reports_scaling(cluster):
+    """`clawgym bench eval --executor ray`: one task in flight vs one per CPU of the cluster,
+    beside the local pool; the figures are load-dependent, so only their shape and the equal
+    results are checked here (numbers: README)."""
+    import json
+
+    result = clawgym("bench", "eval", "--executor", "ray", "--ray-address", cluster, "--quick",
+                     "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout)
+    assert out["executor"] == "ray" and out["identical_results"] is True
+    assert out["ray"]["workers"] == 2 and out["local_pool"]["workers"] == 2
+    for row in (out["ray"], out["local_pool"]):
+        assert row["speedup"] == pytest.approx(row["wall_1_worker_s"] / row["wall_2_workers_s"],
+                                               rel=0.01)
+    bad = clawgym("bench", "sim", "--executor", "ray", "--json")
+    assert bad.returncode == 2 and "local for every area but synth and eval" in bad.stderr

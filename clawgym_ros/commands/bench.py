@@ -20,6 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "fine-tune (default: one trained there)")
     parser.add_argument("--run-dir", default=None,
                         help="eval, rl: run directory holding --checkpoint")
+    from clawgym_ros.ray_executor import add_executor_args
+
+    add_executor_args(parser)
     parser.set_defaults(handler=run)
 
 
@@ -36,6 +39,15 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--checkpoint", args.checkpoint,
                               "given together with --run-dir")
         options = {"checkpoint": args.checkpoint, "run_dir": args.run_dir}
-    result = run_area(args.area, quick=args.quick, seed=args.seed, **options)
+    if args.executor == "ray":
+        from clawgym_ros.bench.ray_scaling import bench_ray
+
+        if options:
+            raise ConfigError("--checkpoint", args.checkpoint, "not with --executor ray")
+        result = bench_ray(args.area, args.quick, args.seed, args.ray_address)
+    elif args.ray_address:
+        raise ConfigError("--ray-address", args.ray_address, "only with --executor ray")
+    else:
+        result = run_area(args.area, quick=args.quick, seed=args.seed, **options)
     print(json.dumps(result, sort_keys=True))
     return 0
