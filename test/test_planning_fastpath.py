@@ -126,6 +126,15 @@ def test_probe_settings_are_restored_after_an_error(wall, monkeypatch):
     assert (chk.model.opt.ccd_iterations, chk.model.opt.ccd_tolerance) == before
 
 
+def _densify_by_state(positions: np.ndarray, max_step: float) -> np.ndarray:
+    """The per-state densify that timing.densify replaces."""
+    out = [positions[0]]
+    for a, b in zip(positions[:-1], positions[1:], strict=True):
+        n = max(1, int(np.ceil(np.max(np.abs(b - a)) / max_step)))
+        out += [a + (b - a) * (i / n) for i in range(1, n + 1)]
+    return np.array(out)
+
+
 def test_lean_toppra_passes_give_toppras_own_trajectory(monkeypatch):
     """timing's lean TOPP-RA passes make the same solver calls with the same arithmetic as
     toppra's compute_trajectory: bit-identical trajectories (else plans and dataset ids
@@ -141,7 +150,9 @@ def test_lean_toppra_passes_give_toppras_own_trajectory(monkeypatch):
         waypoints = np.cumsum(rng.normal(0.0, 0.6, (int(rng.integers(2, 7)), 7)), axis=0)
         cases.append((waypoints, vmax * rng.uniform(0.2, 1.0), amax * rng.uniform(0.2, 1.0)))
     lean = [timing.time_parameterize(w, C.ARM_JOINTS, v, a) for w, v, a in cases]
-    monkeypatch.setattr(timing, "_LEAN_SOLVER", "none")      # toppra's own passes
+    monkeypatch.setattr(timing, "_LEAN_SOLVER", "none")      # toppra's own passes,
+    monkeypatch.setattr(timing, "_LEAN_CONSTRAINTS", False)  # constraints and densify
+    monkeypatch.setattr(timing, "densify", _densify_by_state)
     for (w, v, a), mine in zip(cases, lean, strict=True):
         theirs = timing.time_parameterize(w, C.ARM_JOINTS, v, a)
         assert mine is not None and theirs is not None

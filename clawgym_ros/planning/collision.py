@@ -239,7 +239,9 @@ class CollisionChecker:
     # ----------------------------------------------------------------- queries
     def within_limits(self, q: Sequence[float], tol: float = LIMIT_TOL) -> bool:
         """Whether ``q`` lies inside the joint limits."""
-        if tol == LIMIT_TOL and len(q) == len(self._limits) and np.ndim(q) == 1:
+        if isinstance(q, np.ndarray) and q.ndim == 1:
+            q = q.tolist()                  # floats compare faster than numpy scalars
+        if tol == LIMIT_TOL and isinstance(q, (list, tuple)) and len(q) == len(self._limits):
             for v, (lo, hi) in zip(q, self._limits):
                 if not lo <= v <= hi:
                     return False

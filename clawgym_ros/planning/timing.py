@@ -19,13 +19,14 @@ RESAMPLE_STEP = 0.04
 
 
 def densify(positions: np.ndarray, max_step: float) -> np.ndarray:
-    """Insert points so that no joint changes by more than ``max_step`` between neighbours."""
+    """Insert points so that no joint changes by more than ``max_step`` between neighbours
+    (segment i gets a + (b - a) * (k / n) for k = 1..n)."""
     positions = np.asarray(positions, dtype=float)
-    out = [positions[0]]
+    out = [positions[:1]]
     for a, b in zip(positions[:-1], positions[1:], strict=True):
         n = max(1, int(np.ceil(np.max(np.abs(b - a)) / max_step)))
-        out += [a + (b - a) * (i / n) for i in range(1, n + 1)]
-    return np.array(out)
+        out.append(a + (b - a) * (np.arange(1, n + 1) / n)[:, None])
+    return np.concatenate(out)
 
 
 def time_parameterize(
@@ -69,9 +70,13 @@ def time_parameterize(
     vlim = np.stack([-max_velocity, max_velocity], axis=1)
     alim = np.stack([-max_acceleration, max_acceleration], axis=1)
     grid = np.linspace(0.0, ss[-1], max(100, min(1000, 4 * len(dense))))
-    instance = algo.TOPPRA(
-        [constraint.JointVelocityConstraint(vlim), constraint.JointAccelerationConstraint(alim)],
-        path, gridpoints=grid, parametrizer="ParametrizeConstAccel")
+    if _LEAN_CONSTRAINTS:
+        velocity, acceleration = _lean_constraint_classes()
+    else:
+        velocity = constraint.JointVelocityConstraint
+        acceleration = constraint.JointAccelerationConstraint
+    instance = algo.TOPPRA([velocity(vlim), acceleration(alim)],
+                           path, gridpoints=grid, parametrizer="ParametrizeConstAccel")
     try:
         lean = type(instance.solver_wrapper).__name__ == _LEAN_SOLVER
         timed = _lean_trajectory(instance) if lean else instance.compute_trajectory(0.0, 0.0)
@@ -90,6 +95,46 @@ def time_parameterize(
 
 #: toppra's solver wrapper whose stage problems the lean passes below call directly.
 _LEAN_SOLVER = "seidelWrapper"
+#: Build toppra's joint limit constraints without their printable summaries (numpy array
+#: formatting took a third of the time of a whole parameterization).
+_LEAN_CONSTRAINTS = True
+
+
+def _lean_constraint_classes() -> tuple[type, type]:
+    """toppra's JointVelocityConstraint and JointAccelerationConstraint with the same limits,
+    checks and parameters, minus the ``_format_string`` summary built at construction."""
+    global _CONSTRAINTS
+    if _CONSTRAINTS is None:
+        import toppra.constraint as constraint
+        from toppra.constraint.linear_constraint import LinearConstraint
+
+        class Velocity(constraint.JointVelocityConstraint):
+            def _assert_valid_limits(self) -> None:
+                assert self.vlim.shape[1] == 2, "Wrong input shape."
+                if np.any(self.vlim[:, 0] >= self.vlim[:, 1]):
+                    raise ValueError(f"Bad velocity limits: {self.vlim}")
+                self._format_string = "    Velocity limit\n"
+
+        class Acceleration(constraint.JointAccelerationConstraint):
+            def __init__(self, alim: np.ndarray,
+                         discretization_scheme: object = constraint.DiscretizationType
+                         .Interpolation) -> None:
+                LinearConstraint.__init__(self)
+                alim = np.array(alim, dtype=float)
+                if np.isnan(alim).any():
+                    raise ValueError(f"Bad acceleration given: {alim}")
+                self.alim = alim if alim.ndim == 2 else np.vstack((-alim, alim)).T
+                self.dof = self.alim.shape[0]
+                self.set_discretization_type(discretization_scheme)
+                assert self.alim.shape[1] == 2, "Wrong input shape."
+                self._format_string = "    Acceleration limit\n"
+                self.identical = True
+
+        _CONSTRAINTS = (Velocity, Acceleration)
+    return _CONSTRAINTS
+
+
+_CONSTRAINTS: tuple[type, type] | None = None
 
 
 def _lean_trajectory(instance: object) -> object | None:
