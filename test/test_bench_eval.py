@@ -62,7 +62,7 @@ def test_bench_eval_quick(capsys):
 
 @pytest.mark.parametrize("args, named", [
     (["eval", "--checkpoint", "abcdef12"], "--checkpoint='abcdef12'"),
-    (["sim", "--checkpoint", "abcdef12", "--run-dir", "runs/x"], "only with the eval area"),
+    (["sim", "--checkpoint", "abcdef12", "--run-dir", "runs/x"], "only with the eval"),
 ])
 def test_bench_checkpoint_options_are_checked(args, named, capsys):
     from clawgym_ros.cli import main
