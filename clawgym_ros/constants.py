@@ -262,7 +262,9 @@ KIND_DATASET = "dataset"
 KIND_CHECKPOINT = "checkpoint"
 KIND_REPORT = "report"
 KIND_CONFIG = "config"
-ARTIFACT_KINDS: tuple[str, ...] = (KIND_DATASET, KIND_CHECKPOINT, KIND_REPORT, KIND_CONFIG)
+KIND_CALIBRATION = "calibration"
+ARTIFACT_KINDS: tuple[str, ...] = (KIND_DATASET, KIND_CHECKPOINT, KIND_REPORT, KIND_CONFIG,
+                                   KIND_CALIBRATION)
 DIR_ARTIFACTS = "artifacts"
 DIR_STAGING = ".staging"
 DIR_LOOP = "loop"
