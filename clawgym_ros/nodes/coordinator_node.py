@@ -133,7 +133,7 @@ class ActionExecutor:
     def train(self, goal, progress) -> str:
         msg = Train.Goal(
             dataset_ids=list(goal.dataset_ids), steps=goal.steps, seed=goal.seed,
-            policy=goal.policy,
+            policy=goal.policy, policy_options_json=goal.policy_options_json,
             group_weights=[GroupWeight(group=g, value=float(v))
                            for g, v in goal.group_weights.items()],
             frozen_groups=list(goal.frozen_groups), hardening_share=goal.hardening_share,
