@@ -46,6 +46,15 @@ def test_bench_planning_small_run_meets_the_acceptance_bars():
     assert result["planning_time_median_s"] > 0.0
     assert result["mean_path_length_rad"] > 0.0
     assert 0.0 <= result["straight_line_collision_rate"] <= 1.0
+    # Cost accounting: checks and probes per problem, the checker-only bound below planning.
+    assert result["checks_per_problem"] > 0 and result["probes_per_problem"] > 0
+    assert result["us_per_check"] > 0.0 and result["us_per_probe"] > 0.0
+    assert result["planning_to_checker_bound_ratio"] > 1.0
+    # A plan-changing setting, measured on the same problems: fewer checks, still valid.
+    variant = result["variants"]["motion_resolution_0.01"]
+    assert variant["config"] == {"motion_resolution": 0.01}
+    assert variant["success_rate"] >= 0.99 and variant["dense_recheck_valid_fraction"] == 1.0
+    assert variant["checks_per_problem"] < result["checks_per_problem"]
 
 
 @pytest.fixture
@@ -166,3 +175,11 @@ def test_moveit_config_dict_has_the_pilz_cartesian_limits():
     assert all(isinstance(v, float) for v in limits.values())
     assert limits["max_trans_vel"] > 0 and limits["max_trans_acc"] > 0
     assert limits["max_trans_dec"] < 0 and limits["max_rot_vel"] > 0
+
+
+def test_motion_resolution_is_checked_and_defaults_to_the_moveit_files():
+    from clawgym_ros.planning.ompl_planner import OmplPlannerConfig
+
+    assert OmplPlannerConfig().motion_resolution == 0.0      # ompl_planning.yaml's value
+    with pytest.raises(ConfigError, match="motion_resolution"):
+        OmplPlannerConfig(motion_resolution=0.2)

@@ -6,8 +6,10 @@ and within joint limits (drawn by rejection sampling from one seeded generator).
 (clawgym_ros.planning.scene.WALL_OBSTACLES) lies between them. Reported: success rate, median
 and p95 planning time, the fraction of returned trajectories that pass a dense re-check
 (joint steps of 0.002 rad, zero padding, every state checked: independent of the planner's
-certified re-check), mean joint-space path length, and the collision rate of the straight
-joint-space line between the same start and goal, for contrast.
+certified re-check), mean joint-space path length and trajectory duration, and the collision
+rate of the straight joint-space line between the same start and goal, for contrast. Under
+``variants``: the same problems planned with planner settings that change plans (e.g. OMPL's
+motion-check spacing), so their effect is measured in the same run.
 
 Cost accounting (issue 24: every benchmark as a ratio to its bound, measured in the same run):
 exact state checks and clearance probes per problem, and the validity-checker-only time: the
@@ -58,7 +60,7 @@ def sample_problem(checker: CollisionChecker, rng: np.random.Generator,
 
 
 def bench_planning(quick: bool = False, seed: int = 0, problems: int | None = None,
-                   planner_id: str = "") -> dict[str, Any]:
+                   planner_id: str = "", variants: bool = True) -> dict[str, Any]:
     """Run the planning benchmark.
 
     Args:
@@ -66,23 +68,56 @@ def bench_planning(quick: bool = False, seed: int = 0, problems: int | None = No
         seed: seed of the problem generator and of the planner.
         problems: explicit problem count (overrides ``quick``).
         planner_id: ompl_planning.yaml name (default: the group's default, RRTConnect).
+        variants: also plan the same problems with each of :data:`VARIANTS` (planner
+            settings that change plans; reported under ``variants``).
 
     Returns:
         The JSON-able result.
     """
     n = problems if problems is not None else (20 if quick else 200)
     model, spec = build_planning_model()
-    planner = OmplPlanner(model, OmplPlannerConfig(seed=seed), scene_qpos=home_qpos(model, spec))
+    home = home_qpos(model, spec)
+    planner = OmplPlanner(model, OmplPlannerConfig(seed=seed), scene_qpos=home)
     checker = planner.checker
     rng = np.random.default_rng(seed)
-    times, lengths, dense_ok, straight_hit = [], [], [], []
+    checker.set_padding(0.0)
+    cases = [sample_problem(checker, rng) for _ in range(n)]
+    straight_hit = [not checker.motion_valid(start, goal, DENSE_STEP) for start, goal in cases]
+    result = _plan_all(planner, cases, planner_id, timed_checker=True)
+    result.update({
+        "area": "planning",
+        "problems": n,
+        "planner": planner.moveit.resolve_planner("arm", planner_id).name,
+        "dense_recheck_step_rad": DENSE_STEP,
+        "straight_line_collision_rate": float(np.mean(straight_hit)),
+        "obstacles": describe_obstacles(WALL_OBSTACLES),
+        "seed": seed,
+    })
+    if variants:
+        result["variants"] = {
+            name: {"config": config, **_plan_all(
+                OmplPlanner(model, OmplPlannerConfig(seed=seed, **config), scene_qpos=home),
+                cases, planner_id, timed_checker=False)}
+            for name, config in VARIANTS.items()}
+    return result
+
+
+#: Planner settings that change plans (and so dataset ids), measured beside the default on
+#: the same problems for comparison; none is the default.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "motion_resolution_0.01": {"motion_resolution": 0.01},
+}
+
+
+def _plan_all(planner: OmplPlanner, cases: list, planner_id: str,
+              timed_checker: bool) -> dict[str, Any]:
+    """Plan every (start, goal) of ``cases`` in order; metrics of the results."""
+    checker = planner.checker
+    times, lengths, durations, dense_ok = [], [], [], []
     checks, probes, replay = [], [], []
     reasons: dict[str, int] = {}
     successes = 0
-    for _ in range(n):
-        checker.set_padding(0.0)
-        start, goal = sample_problem(checker, rng)
-        straight_hit.append(not checker.motion_valid(start, goal, DENSE_STEP))
+    for start, goal in cases:
         request = PlanRequest(start=tuple(start), joint_goal=tuple(goal),
                               planner_id=planner_id, time_limit=10.0)
         replay.append((request, planner.seed_state))
@@ -100,31 +135,30 @@ def bench_planning(quick: bool = False, seed: int = 0, problems: int | None = No
         ok, _ = checker.path_valid(traj.positions, DENSE_STEP, certified=False)
         dense_ok.append(ok)
         lengths.append(traj.path_length())
-    bound = _checker_bound(planner, replay[:BOUND_PROBLEMS])
-    k = len(bound["checker_s"])
-    return {
-        "area": "planning",
-        "problems": n,
-        "planner": planner.moveit.resolve_planner("arm", planner_id).name,
-        "success_rate": successes / n,
+        durations.append(traj.duration)
+    out = {
+        "success_rate": successes / len(cases),
         "failure_reasons": reasons,
         "planning_time_median_s": float(np.median(times)),
         "planning_time_p95_s": float(np.percentile(times, 95)),
         "dense_recheck_valid_fraction": float(np.mean(dense_ok)) if dense_ok else 0.0,
-        "dense_recheck_step_rad": DENSE_STEP,
         "mean_path_length_rad": float(np.mean(lengths)) if lengths else 0.0,
-        "straight_line_collision_rate": float(np.mean(straight_hit)),
+        "mean_duration_s": float(np.mean(durations)) if durations else 0.0,
         "checks_per_problem": float(np.mean(checks)),
         "probes_per_problem": float(np.mean(probes)),
-        "us_per_check": bound["us_per_check"],
-        "us_per_probe": bound["us_per_probe"],
-        "checker_bound_problems": k,
-        "checker_bound_median_s": float(np.median(bound["checker_s"])),
-        "planning_to_checker_bound_ratio": float(
-            np.sum(times[:k]) / max(np.sum(bound["checker_s"]), 1e-12)),
-        "obstacles": describe_obstacles(WALL_OBSTACLES),
-        "seed": seed,
     }
+    if timed_checker:
+        bound = _checker_bound(planner, replay[:BOUND_PROBLEMS])
+        k = len(bound["checker_s"])
+        out.update({
+            "us_per_check": bound["us_per_check"],
+            "us_per_probe": bound["us_per_probe"],
+            "checker_bound_problems": k,
+            "checker_bound_median_s": float(np.median(bound["checker_s"])),
+            "planning_to_checker_bound_ratio": float(
+                np.sum(times[:k]) / max(np.sum(bound["checker_s"]), 1e-12)),
+        })
+    return out
 
 
 def _checker_bound(planner: OmplPlanner, replay: list) -> dict[str, Any]:

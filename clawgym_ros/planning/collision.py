@@ -604,14 +604,15 @@ class _Clearance:
     """What a clearance probe needs for one scene (fixed static geometry and attachment).
 
     The pairs that count (one moving geom, not allowed, not welded together) are pre-selected
-    per probe by a cheap lower bound of their distance, all moving geoms at once: the distance
-    from a moving geom's centre to a static box (planes count as deep boxes below them) minus
-    its bounding radius, or the bounding spheres of any other pair. Pairs farther than padding +
-    PROBE_MARGIN by that bound are covered by one certificate row per moving geom (gap
-    PROBE_MARGIN); the others are measured with mj_geomDistance and get a row each. Not
-    mj_collision with a wide margin: measured, it misses separated pairs inside the margin (a
-    box pair 1.3 mm apart, a cylinder and a box 2.5 mm apart: no contact with 5-10 cm
-    margins). Every measured distance loses MIN_CLEARANCE.
+    per probe by a cheap lower bound of their distance, for all pairs at once: the distance
+    from the moving geom's centre to a static box (planes count as deep boxes below them), or
+    to the other geom's centre (any other static geom, and pairs of moving geoms: a point is a
+    box of size 0), minus the bounding radii. Pairs farther than padding + PROBE_MARGIN by that
+    bound are covered by one certificate row per moving geom (gap PROBE_MARGIN); the others
+    are measured with mj_geomDistance and get a row each. Not mj_collision with a wide margin:
+    measured, it misses separated pairs inside the margin (a box pair 1.3 mm apart, a cylinder
+    and a box 2.5 mm apart: no contact with 5-10 cm margins). Every measured distance loses
+    MIN_CLEARANCE.
 
     A row bounds how fast a pair may close: a static pair by the moving geom's displacement
     (its reach row), a pair of two moving geoms only by the joints between them.
@@ -625,95 +626,92 @@ class _Clearance:
         weld = m.body_weldid
         geoms = [int(g) for g in checker._collidable_ids]
         body = {g: int(m.geom_bodyid[g]) for g in geoms}
+        kind = {g: int(m.geom_type[g]) for g in geoms}
+        box, plane = int(mujoco.mjtGeom.mjGEOM_BOX), int(mujoco.mjtGeom.mjGEOM_PLANE)
         moving = [g for g in geoms if checker._moving[body[g]] and last[g] >= 0]
         static = [g for g in geoms if not checker._moving[body[g]]]
-        box_types = {int(mujoco.mjtGeom.mjGEOM_BOX), int(mujoco.mjtGeom.mjGEOM_PLANE)}
-        kind = {g: int(m.geom_type[g]) for g in geoms}
-        boxes = [g for g in static if kind[g] in box_types]
-        others = [g for g in static if kind[g] not in box_types]
-
-        def counts(g1: int, g2: int) -> bool:
-            b1, b2 = body[g1], body[g2]
-            return weld[b1] != weld[b2] and not checker._allowed[b1, b2]
-
-        self.moving = np.array(moving, dtype=int)
-        self.radius = m.geom_rbound[self.moving]
-        self.rows = reach[self.moving]
-        self.base_gap = np.full(len(moving), PROBE_MARGIN - MIN_CLEARANCE)
-        # Static boxes in one matrix: a centre c is at c @ rot - off in the boxes' frames.
-        frames, offsets, halves = [], [], []
-        for g in boxes:
-            rot = d.geom_xmat[g].reshape(3, 3)
-            centre, half = d.geom_xpos[g].copy(), m.geom_size[g].copy()
-            if kind[g] == int(mujoco.mjtGeom.mjGEOM_PLANE):
+        targets = static + moving
+        frames, offsets, halves, radii = [], [], [], []
+        for g in static:
+            rot, centre = d.geom_xmat[g].reshape(3, 3), d.geom_xpos[g].copy()
+            if kind[g] == plane:
                 centre = centre - self._PLANE_DEPTH * rot[:, 2]
                 half = np.array([self._PLANE_WIDTH, self._PLANE_WIDTH, self._PLANE_DEPTH])
+            elif kind[g] == box:
+                half = m.geom_size[g].copy()
+            else:
+                rot, half = np.eye(3), np.zeros(3)
             frames.append(rot)
             offsets.append(centre @ rot)
             halves.append(half)
-        self.boxes = np.array(boxes, dtype=int)
-        self.box_rot = np.hstack(frames) if frames else np.zeros((3, 0))
-        self.box_off = np.concatenate(offsets) if offsets else np.zeros(0)
-        self.box_half = np.concatenate(halves) if halves else np.zeros(0)
-        self.box_mask = np.array([[counts(g, b) for b in boxes] for g in moving],
-                                 dtype=bool).reshape(len(moving), len(boxes))
-        # Other static geoms and the moving geoms themselves: bounding spheres.
-        self.targets = np.array(others + moving, dtype=int)
-        self.static_centres = d.geom_xpos[np.array(others, dtype=int)].copy()
-        self.target_radius = m.geom_rbound[self.targets]
-        n_other = len(others)
-        self.sphere_mask = np.array(
-            [[counts(g, t) and (k < n_other or moving.index(t) > i)
-              for k, t in enumerate(others + moving)] for i, g in enumerate(moving)],
-            dtype=bool).reshape(len(moving), len(self.targets))
-        sphere_rows = np.repeat(self.rows[:, None, :], len(self.targets), axis=1)
+            radii.append(0.0 if kind[g] in (box, plane) else float(m.geom_rbound[g]))
+        frames += [np.eye(3)] * len(moving)           # moving targets: points at their centres
+        halves += [np.zeros(3)] * len(moving)
+        radii += [float(m.geom_rbound[g]) for g in moving]
+        self.moving = np.array(moving, dtype=int)
+        self.n_static = len(static)
+        self.rot = np.hstack(frames)                                    # (3, 3T)
+        self.static_off = np.concatenate(offsets) if offsets else np.zeros(0)
+        self.half = np.concatenate(halves)
+        self.reach_radius = m.geom_rbound[self.moving][:, None] + np.array(radii)[None, :]
+        self.rows = reach[self.moving]
+        self.base_gap = np.full(len(moving), PROBE_MARGIN - MIN_CLEARANCE)
+        # Per (moving geom i, target j): counts, certificate row, geoms, curved shapes.
+        mask = np.zeros((len(moving), len(targets)), dtype=bool)
+        rows = np.repeat(self.rows[:, None, :], len(targets), axis=1)
         index = checker._joint_index
-        for i, g1 in enumerate(moving):
-            for j, g2 in enumerate(moving):
-                if self.sphere_mask[i, n_other + j]:
-                    k1, k2 = int(last[g1]), int(last[g2])
-                    deeper = g1 if k1 >= k2 else g2
-                    sphere_rows[i, n_other + j] = reach[deeper] * (index > min(k1, k2))
-        self.sphere_rows = sphere_rows
-        self.curved = {g for g in geoms
-                       if kind[g] not in box_types | {int(mujoco.mjtGeom.mjGEOM_SPHERE)}}
+        for i, g in enumerate(moving):
+            for j, t in enumerate(targets):
+                b1, b2 = body[g], body[t]
+                if j >= self.n_static and j - self.n_static <= i:
+                    continue                    # each moving pair once, never a geom with itself
+                mask[i, j] = weld[b1] != weld[b2] and not checker._allowed[b1, b2]
+                if mask[i, j] and j >= self.n_static:
+                    k1, k2 = int(last[g]), int(last[t])
+                    rows[i, j] = reach[g if k1 >= k2 else t] * (index > min(k1, k2))
+        self.mask, self.pair_rows = mask, rows
+        self.first = np.repeat(np.array(targets, dtype=int)[None, :], len(moving), axis=0)
+        self.second = np.repeat(self.moving[:, None], len(targets), axis=1)
+        polytope = {box, plane, int(mujoco.mjtGeom.mjGEOM_SPHERE)}
+        curved_target = np.array([kind[g] not in polytope for g in targets])
+        curved_moving = np.array([kind[g] not in polytope for g in moving])
+        self.curved = curved_target[None, :] | curved_moving[:, None]
+        self._limit: tuple[float, np.ndarray] = (np.nan, np.zeros(0))
 
     def certificate(self, m: mujoco.MjModel, d: mujoco.MjData, padding: float,
                     plain_ccd: tuple[int, float]) -> tuple[np.ndarray, np.ndarray]:
         """Rows W (P, J) and gaps (P,): a state q' is collision-free when W |q' - q| < gaps
         row by row (before the safety share), q being the state of ``d``'s kinematics. The
         model's convex-collision settings must be PROBE_CCD; ``plain_ccd`` (the model's own)
-        serves pairs of polytopes."""
+        serves pairs without curved shapes."""
         reach_to = padding + PROBE_MARGIN
+        if self._limit[0] != reach_to:
+            self._limit = (reach_to, (self.reach_radius + reach_to) ** 2)
         centres = d.geom_xpos[self.moving]
-        limit = self.radius + reach_to
-        local = np.abs(centres @ self.box_rot - self.box_off) - self.box_half
-        outside = np.maximum(local, 0.0) ** 2
-        box_d2 = outside.reshape(len(centres), -1, 3).sum(axis=2)
-        ib, jb = np.nonzero((box_d2 < (limit ** 2)[:, None]) & self.box_mask)
-        apart = centres[:, None, :] - np.vstack([self.static_centres, centres])[None, :, :]
-        within = (limit[:, None] + self.target_radius[None, :]) ** 2
-        js, ks = np.nonzero(((apart ** 2).sum(axis=2) < within) & self.sphere_mask)
-        if ib.size == 0 and js.size == 0:
+        offset = np.concatenate([self.static_off, centres.ravel()])
+        outside = np.maximum(np.abs(centres @ self.rot - offset) - self.half, 0.0)
+        bound = (outside * outside).reshape(len(centres), -1, 3).sum(axis=2)
+        ii, jj = np.nonzero((bound < self._limit[1]) & self.mask)
+        if ii.size == 0:
             return self.rows, self.base_gap
-        first = np.concatenate([self.boxes[jb], self.targets[ks]]).tolist()
-        second = np.concatenate([self.moving[ib], self.moving[js]]).tolist()
+        first, second = self.first[ii, jj].tolist(), self.second[ii, jj].tolist()
+        curved = self.curved[ii, jj]
         distance = mujoco.mj_geomDistance
-        opt = m.opt
-        precise = opt.ccd_iterations, opt.ccd_tolerance
-        dist = []
-        for g1, g2 in zip(first, second, strict=True):
-            # Polytopes converge exactly with the model's own settings; curved shapes need
-            # the probe's (GJK stops early near contact).
-            if g1 in self.curved or g2 in self.curved:
-                dist.append(distance(m, d, g1, g2, reach_to, None))
-            else:
-                opt.ccd_iterations, opt.ccd_tolerance = plain_ccd
-                dist.append(distance(m, d, g1, g2, reach_to, None))
+        dist = np.empty(len(first))
+        for k in np.flatnonzero(curved).tolist():       # GJK stops early near contact
+            dist[k] = distance(m, d, first[k], second[k], reach_to, None)
+        plain = np.flatnonzero(~curved).tolist()
+        if plain:                                       # polytopes converge exactly
+            opt = m.opt
+            precise = opt.ccd_iterations, opt.ccd_tolerance
+            opt.ccd_iterations, opt.ccd_tolerance = plain_ccd
+            try:
+                for k in plain:
+                    dist[k] = distance(m, d, first[k], second[k], reach_to, None)
+            finally:
                 opt.ccd_iterations, opt.ccd_tolerance = precise
-        rows = np.vstack([self.rows, self.rows[ib], self.sphere_rows[js, ks]])
-        return rows, np.concatenate([self.base_gap,
-                                     np.array(dist) - (padding + MIN_CLEARANCE)])
+        return (np.vstack([self.rows, self.pair_rows[ii, jj]]),
+                np.concatenate([self.base_gap, dist - (padding + MIN_CLEARANCE)]))
 
 
 def _copy_model(model: mujoco.MjModel) -> mujoco.MjModel:

@@ -90,6 +90,10 @@ class OmplPlannerConfig:
     max_iterations: int = dataclasses.field(
         default=200_000, metadata={"help": "planner iterations per solve when deterministic, "
                                            "[1, 10000000]"})
+    motion_resolution: float = dataclasses.field(
+        default=0.0, metadata={"help": "OMPL's motion-check spacing as a fraction of the joint "
+                                       "space's extent; 0 = ompl_planning.yaml's "
+                                       "longest_valid_segment_fraction, [0, 0.1]"})
 
     def __post_init__(self) -> None:
         check_range("padding", self.padding, 0.0, 0.1)
@@ -102,6 +106,7 @@ class OmplPlannerConfig:
         check_range("max_joint_jump", self.max_joint_jump, 0.0, 3.15, low_open=True)
         check_int("seed", self.seed, 0, 2**31 - 1)
         check_int("max_iterations", self.max_iterations, 1, 10_000_000)
+        check_range("motion_resolution", self.motion_resolution, 0.0, 0.1)
 
 
 class OmplPlanner(Planner):
@@ -377,7 +382,8 @@ class OmplPlanner(Planner):
         setup = og.SimpleSetup(space)
         setup.setStateValidityChecker(_memoized(self.checker.is_valid, n))
         si = setup.getSpaceInformation()
-        si.setStateValidityCheckingResolution(self.moveit.longest_valid_segment_fraction)
+        si.setStateValidityCheckingResolution(self.config.motion_resolution
+                                              or self.moveit.longest_valid_segment_fraction)
         s, g = space.allocState(), space.allocState()
         for i in range(n):
             s[i], g[i] = float(start[i]), float(goal[i])
