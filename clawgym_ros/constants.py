@@ -112,6 +112,7 @@ FAMILY_LIGHTING = "lighting"
 FAMILY_SENSOR_NOISE = "sensor_noise"
 FAMILY_GPS_DROPOUT = "gps_dropout"
 FAMILY_DYNAMICS = "dynamics"
+FAMILY_DISTURBANCE = "disturbance"   # mid-episode events (perturbations/disturbance.py)
 # PERTURBATION_FAMILIES ('none', then every registered family) and OBSERVATION_FAMILIES
 # (families that act on what the policy observes: interposed on sensor topics, samples may be
 # dropped, training-time hardening emulates them) are derived from the family registry
@@ -189,6 +190,8 @@ INFO_CLIPPED_STEPS = "clipped_steps"
 INFO_PERTURBATIONS = "perturbations"
 INFO_PERTURBATIONS_ACTIVE = "perturbations_active"
 INFO_GPS_STATUS = "gps_status"
+#: info key of the disturbance wrapper: the episode's event and recovery, from its first step
+INFO_DISTURBANCE = "disturbance"
 #: Fixed order of state observation keys in the training obs vector (keys absent from a
 #: dataset are skipped; keys not listed here follow in alphabetical order).
 OBS_STATE_KEYS: tuple[str, ...] = (
