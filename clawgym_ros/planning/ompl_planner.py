@@ -25,6 +25,7 @@ speed; the time limit stays as a backstop.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 
@@ -422,14 +423,16 @@ class OmplPlanner(Planner):
         chk = self.checker
         shoulder_body = int(chk.model.jnt_bodyid[chk.joint_ids[min(1, len(chk.joint_ids) - 1)]])
         rng = np.random.default_rng(self.config.seed)
-        far = 0.0
+        # One draw of all samples: the same numbers as 2000 draws of one sample each.
+        samples = rng.uniform(chk.lower, chk.upper, size=(2000, len(chk.lower)))
+        tools = np.empty((len(samples), 3))
         shoulder = np.zeros(3)
-        for k in range(2000):
-            q = rng.uniform(chk.lower, chk.upper)
-            tool, _ = chk.tool_pose(q)
+        for k, q in enumerate(samples):
+            tools[k] = chk.tool_pose(q)[0]
             if k == 0:
                 shoulder = chk.data.xpos[shoulder_body].copy()
-            far = max(far, float(np.linalg.norm(tool - shoulder)))
+        # norm(v) is sqrt(v . v); max over the same floats as a running max.
+        far = max(0.0, *(math.sqrt(v.dot(v)) for v in tools - shoulder))
         return shoulder, far * 1.02
 
 
