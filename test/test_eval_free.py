@@ -89,3 +89,24 @@ def test_bench_eval_free_quick_compares_lockstep_and_free(capsys):
     assert result["intervals_overlap"] == overlap
     assert result["free"]["latency"]["first_of_episode"]["n"] == 4
     assert result["free"]["latency"]["steady"]["n"] > 0
+
+
+@pytest.mark.ros
+def test_free_running_torch_checkpoint_in_a_task_world(tmp_path):
+    """A checkpoint trained here (pick_place layout: place_goal from the latched task_state)
+    on policy_node's timer in the pick_place task world: the task env's stages and contact
+    reports come from task_state, each episode runs to its limit in simulation time."""
+    pytest.importorskip("rclpy")
+    from clawgym_ros.ros_io.eval_free import run_free_graph
+    from test.test_eval_ros import PICK_PLACE_LAYOUT, train_checkpoint
+
+    root, ckpt = train_checkpoint(tmp_path / "run", PICK_PLACE_LAYOUT, chunk=2)
+    specs = _specs(2)
+    results, info = run_free_graph(specs, ckpt, str(root), 60, log_dir=tmp_path / "logs",
+                                   world="task")
+    for r in results:
+        assert r.stages == ("reach", "grasp", "lift", "transport", "place", "release")
+        assert not r.success and r.duration_s == pytest.approx(60 * 0.02, abs=1e-6)
+        assert max(r.series.tool_speed) > 0.01   # the arm moved under the policy's commands
+    assert info["latency"]["first_of_episode"]["n"] == 2
+    assert info["latency"]["steady"]["n"] > 20

@@ -117,6 +117,7 @@ class PolicyNode(Node):
         # inputs still waiting for their t = 0 sample after ~/reset (see _put).
         self.covered_ns: int | None = None
         self.starting: set[str] = set()
+        self._last_stamp: dict[str, float] = {}
         self.step_ns = nanos(cfg.control_dt)
         # Lockstep: act only once the evaluator started an episode (its ~/reset call), so the
         # observation sim_node publishes when it comes up never produces a stray command.
@@ -177,10 +178,16 @@ class PolicyNode(Node):
 
         With chunks sim_node runs ahead of this node, so samples of the episode that just
         ended may still be queued here when the evaluator resets; the new episode begins
-        with sim/reset's t = 0 sample on every input, so anything before it is old.
+        with sim/reset's t = 0 sample on every input, so anything before it is old. Free
+        running (best effort) that sample may be lost: the new episode begins with the first
+        sample whose stamp goes back (the simulator's clock restarted).
         """
+        last = self._last_stamp.get(stream)
+        self._last_stamp[stream] = t
         if stream in self.starting:
-            if t != 0.0:
+            restarted = t == 0.0 or (self.config.mode != POLICY_LOCKSTEP
+                                     and (last is None or t < last))
+            if not restarted:
                 return False
             self.starting.discard(stream)
         return True

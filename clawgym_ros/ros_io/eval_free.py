@@ -92,7 +92,9 @@ class FreeWatcher:
         # After a reset: streams whose t = 0 sample has not arrived (earlier ones are the last
         # episode's, still in flight).
         self._starting: set[str] = set()
+        self._last_ns: dict[str, int] = {}
         self._commanded: set[int] = set()
+        self._commands = 0
         self.latencies_ms: list[float] = []
         self.first_latencies_ms: list[float] = []
         self.lost = 0
@@ -116,8 +118,12 @@ class FreeWatcher:
     # ------------------------------------------------------------------ inputs
     def _on_sample(self, stream: str, msg: Any, stamp: Any = None) -> None:
         ns = stamp_nanos(msg.header.stamp if stamp is None else stamp)
+        last = self._last_ns.get(stream)
+        self._last_ns[stream] = ns
         if stream in self._starting:
-            if ns != 0:
+            # The new episode's first sample: t = 0, or (that one lost: best effort) the first
+            # whose stamp goes back; later ones of the last episode are still in flight.
+            if ns != 0 and last is not None and ns >= last:
                 return
             self._starting.discard(stream)
         self._samples[ns][stream] = msg
@@ -131,6 +137,7 @@ class FreeWatcher:
     def _on_command(self, msg: JointTrajectory) -> None:
         # The first command acting on each joint_states sample (policy_node re-sends the
         # latest values on every tick when no newer sample came).
+        self._commands += 1
         ns = stamp_nanos(msg.header.stamp)
         arrived = self._arrival.get(ns)
         if arrived is not None and ns not in self._commanded:
@@ -152,6 +159,26 @@ class FreeWatcher:
         if not response.success:
             raise LockstepError(f"free evaluation: {what} failed: {response.message}")
         return response
+
+    def wait_flowing(self, task_world: bool, timeout: float) -> None:
+        """Until the ground truth streams and policy_node's commands reach this node (DDS
+        matches endpoints on its own; a sample published before its subscriber matched is
+        gone, so the first reset waits for this).
+
+        Raises:
+            LockstepError: something did not arrive within ``timeout`` seconds.
+        """
+        streams = ("joints", "objects", "task") if task_world else ("joints", "objects")
+        deadline = time.monotonic() + timeout
+        while not (all(s in self._last_ns for s in streams) and self._commands):
+            if time.monotonic() > deadline:
+                missing = [s for s in streams if s not in self._last_ns]
+                missing += [] if self._commands else ["policy_node's joint_trajectory"]
+                raise LockstepError(f"free evaluation: no {', '.join(missing)} within "
+                                    f"{timeout:g} s (topics not matched)")
+            self.executor.spin_once(timeout_sec=0.05)
+        # What came before the first episode is not measured.
+        self.latencies_ms, self.first_latencies_ms, self.lost = [], [], 0
 
     # ------------------------------------------------------------------ episodes
     def run_episode(self, spec: EpisodeSpec) -> EpisodeResult:
@@ -189,8 +216,11 @@ class FreeWatcher:
             ready = self._take(seen_ns)
             if not ready:
                 if time.monotonic() > deadline:
-                    raise LockstepError(f"free evaluation: no ground truth after "
-                                        f"t={seen_ns * 1e-9:.3f} within {self.timeout:g} s")
+                    waiting = ", ".join(sorted(self._starting)) or "none"
+                    raise LockstepError(
+                        f"free evaluation: episode {spec.index}: no ground truth after "
+                        f"t={max(seen_ns, 0) * 1e-9:.3f} within {self.timeout:g} s (streams "
+                        f"still waiting for their t = 0 sample: {waiting})")
                 self.executor.spin_once(timeout_sec=0.05)
                 continue
             ended = False
@@ -300,6 +330,7 @@ def run_free_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_
                     if time.monotonic() > deadline:
                         raise LockstepError(f"free evaluation: {client.srv_name} did not come "
                                             f"up within {max(60.0, timeout):g} s")
+            watcher.wait_flowing(start_world == WORLD_TASK, max(60.0, timeout))
             results: list[EpisodeResult] = []
             for spec in specs:
                 check_children(group)
