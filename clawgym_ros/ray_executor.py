@@ -24,10 +24,12 @@ only here and only when asked for.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import os
 import socket
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,8 +48,15 @@ POLL_S = 0.1
 #: Package root that Ray workers put on their path.
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])
 
-_CURRENT: contextvars.ContextVar[RayCluster | None] = contextvars.ContextVar(
-    "clawgym_ray_cluster", default=None)
+#: Process-wide default for commands without --executor and for nodes (``clawgym loop``
+#: passes its --executor / --ray-address to its node processes this way).
+ENV_EXECUTOR = "CLAWGYM_EXECUTOR"
+ENV_RAY_ADDRESS = "CLAWGYM_RAY_ADDRESS"
+_LOCAL = object()
+_CURRENT: contextvars.ContextVar[Any] = contextvars.ContextVar("clawgym_ray_cluster",
+                                                               default=None)
+_PROCESS: RayCluster | None = None
+_PROCESS_LOCK = threading.Lock()
 
 
 class RayExecutorError(ClawgymError):
@@ -55,8 +64,32 @@ class RayExecutorError(ClawgymError):
 
 
 def current() -> RayCluster | None:
-    """The Ray cluster of the enclosing :func:`executor_scope` (None: the local pool)."""
-    return _CURRENT.get()
+    """The Ray cluster to run episodes on (None: the local pool): the enclosing
+    :func:`executor_scope`'s, else the process's from ``$CLAWGYM_EXECUTOR=ray`` (and
+    ``$CLAWGYM_RAY_ADDRESS``), connected at first use and kept for the process's life (a
+    long-lived node keeps its Ray workers warm between goals)."""
+    scoped = _CURRENT.get()
+    if scoped is _LOCAL:
+        return None
+    if scoped is not None:
+        return scoped
+    return _from_environment()
+
+
+def _from_environment() -> RayCluster | None:
+    global _PROCESS
+    executor = os.environ.get(ENV_EXECUTOR, "")
+    if executor in ("", "local"):
+        return None
+    if executor != "ray":
+        raise ConfigError(ENV_EXECUTOR, executor, "local or ray (or unset)")
+    with _PROCESS_LOCK:
+        if _PROCESS is None:
+            from clawgym_ros.synthesis.pool import default_workers
+
+            _PROCESS = RayCluster(os.environ.get(ENV_RAY_ADDRESS) or None, default_workers())
+            atexit.register(_PROCESS.close)
+        return _PROCESS
 
 
 def _import_ray() -> Any:
@@ -133,6 +166,7 @@ class RayCluster:
                                                            os.environ.get("PYTHONPATH", ""))
                                              if p),
                "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"), "OMP_NUM_THREADS": "1",
+               ENV_EXECUTOR: "local",      # a task's own code never submits more tasks
                "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
         kwargs: dict[str, Any] = {"runtime_env": {"env_vars": env}, "log_to_driver": False,
                                   "configure_logging": False}
@@ -229,19 +263,29 @@ def executor_scope(executor: str, address: str | None = None, workers: int = 1
     """Run the synthesis / evaluation calls inside on ``executor``.
 
     Args:
-        executor: ``local`` (the process pools) or ``ray``.
+        executor: ``local`` (the process pools), ``ray``, or None (``$CLAWGYM_EXECUTOR``,
+            else local).
         address: Ray head address (``ray`` only).
         workers: CPUs of a local Ray instance.
 
     Raises:
         ConfigError: unknown executor, an address without ``ray``, an unusable address.
     """
+    if executor is None:      # not given: $CLAWGYM_EXECUTOR decides (see current())
+        if address:
+            raise ConfigError("--ray-address", address, "only with --executor ray")
+        yield None
+        return
     if executor not in EXECUTORS:
         raise ConfigError("--executor", executor, " or ".join(EXECUTORS))
     if executor == "local":
         if address:
             raise ConfigError("--ray-address", address, "only with --executor ray")
-        yield None
+        token = _CURRENT.set(_LOCAL)
+        try:
+            yield None
+        finally:
+            _CURRENT.reset(token)
         return
     cluster = RayCluster(address, workers)
     token = _CURRENT.set(cluster)
@@ -252,11 +296,31 @@ def executor_scope(executor: str, address: str | None = None, workers: int = 1
         cluster.close()
 
 
+def loop_executor_env(executor: str | None, address: str | None) -> dict[str, str]:
+    """The environment that makes a loop's node processes run their episodes on Ray
+    (``clawgym loop --executor ray --ray-address A``); empty without ``ray``.
+
+    Raises:
+        ConfigError: ``ray`` without an address (each node would start its own Ray), a bad
+            address, an address without ``ray``.
+    """
+    if executor != "ray":
+        if address:
+            raise ConfigError("--ray-address", address, "only with --executor ray")
+        return {ENV_EXECUTOR: executor} if executor else {}
+    if not address:
+        raise ConfigError("--ray-address", address, "the HOST:PORT of a running Ray head with "
+                          "clawgym loop --executor ray (the loop's nodes join one cluster)")
+    _import_ray()
+    check_address(address)
+    return {ENV_EXECUTOR: "ray", ENV_RAY_ADDRESS: address}
+
+
 def add_executor_args(parser: Any) -> None:
     """``--executor local|ray`` and ``--ray-address HOST:PORT`` on a subcommand."""
-    parser.add_argument("--executor", choices=EXECUTORS, default="local",
-                        help="where episodes run: local worker processes (default) or Ray "
-                             "tasks")
+    parser.add_argument("--executor", choices=EXECUTORS, default=None,
+                        help=f"where episodes run: local worker processes or Ray tasks "
+                             f"(default: ${ENV_EXECUTOR}, else local)")
     parser.add_argument("--ray-address", default=None, metavar="HOST:PORT",
                         help="join this Ray cluster (ray start --head prints the address); "
                              "default with --executor ray: start Ray in this process with "

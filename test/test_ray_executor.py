@@ -277,3 +277,66 @@ def test_bench_eval_on_the_cluster_reports_scaling(cluster):
                                                rel=0.01)
     bad = clawgym("bench", "sim", "--executor", "ray", "--json")
     assert bad.returncode == 2 and "local for every area but synth and eval" in bad.stderr
+
+
+LOOP_SUITE = """name: ray_loop
+description: the Ray loop test - two nominal episodes.
+seed: 0
+episodes_per_cell: 2
+schedule: constant
+max_steps: 120
+tasks:
+  - task: pick_place
+    templates: [cube]
+cells:
+  nominal: true
+"""
+LOOP = """loop:
+  name: ray_loop
+  seed: 7
+  iterations: 1
+  episodes_per_iteration: 4
+  train_steps: 100
+  eval_suite: suite.yaml
+  mixture:
+    - {task: pick_place, family: none, weight: 1.0}
+  targets: {functional: 0.99}
+  workers: 2
+"""
+
+
+@pytest.mark.ros
+@pytest.mark.timeout(900)
+def test_a_loop_on_the_cluster_gives_the_local_loops_artifacts(cluster, tmp_path):
+    """`clawgym loop --executor ray --ray-address A`: the synthesis and evaluator nodes run
+    their episodes on the cluster (they inherit $CLAWGYM_EXECUTOR / $CLAWGYM_RAY_ADDRESS);
+    dataset, checkpoint and report ids equal a local loop's."""
+    import json
+
+    (tmp_path / "suite.yaml").write_text(LOOP_SUITE)
+    (tmp_path / "loop.yaml").write_text(LOOP)
+    def jobs() -> list[dict]:
+        with executor_scope("ray", cluster):
+            return [j for j in ray._private.state.jobs() if j["DriverPid"] != os.getpid()]
+
+    states = {}
+    for executor in ("local", "ray"):
+        extra = ["--executor", "ray", "--ray-address", cluster] if executor == "ray" else []
+        out = tmp_path / executor
+        before = jobs()
+        result = clawgym("loop", "--config", str(tmp_path / "loop.yaml"), "--out", str(out),
+                         *extra, timeout=800)
+        assert result.returncode == 0, result.stderr[-3000:]
+        state = json.loads((out / "loop" / "state.json").read_text())
+        states[executor] = [(it["dataset_id"], it["checkpoint_id"], it["report_id"])
+                            for it in state["iterations"]]
+        seen = {j["JobID"] for j in before}
+        new = [j.get("Entrypoint", "") for j in jobs() if j["JobID"] not in seen]
+        # the nodes' connections to the cluster: none for the local loop
+        assert (any("synthesis_node" in e for e in new)
+                and any("evaluator_node" in e for e in new)) == (executor == "ray"), new
+    assert states["ray"] == states["local"] and states["ray"]
+    bad = clawgym("loop", "--config", str(tmp_path / "loop.yaml"), "--out",
+                  str(tmp_path / "bad"), "--executor", "ray")
+    assert bad.returncode == 2 and "--ray-address" in bad.stderr
+    assert not (tmp_path / "bad").exists()

@@ -106,11 +106,12 @@ def bench_ray(area: str, quick: bool = False, seed: int = 0, address: str | None
         cluster.max_in_flight = None
     out["ray"] = {"workers": k, **_row(times["1"], times[str(k)], k)}
     local = {}
-    run(1, warm=True)                        # this process's worlds (the 1-worker pool)
-    for workers in (1, k):
-        start = time.perf_counter()
-        results[f"pool_{workers}"] = run(workers)
-        local[workers] = time.perf_counter() - start
+    with executor_scope("local"):
+        run(1, warm=True)                    # this process's worlds (the 1-worker pool)
+        for workers in (1, k):
+            start = time.perf_counter()
+            results[f"pool_{workers}"] = run(workers)
+            local[workers] = time.perf_counter() - start
     out["local_pool"] = {"workers": k, **_row(local[1], local[k], k)}
     out["ray_over_pool_wall"] = {"1": round(times["1"] / local[1], 3),
                                  str(k): round(times[str(k)] / local[k], 3)}

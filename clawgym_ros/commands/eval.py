@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from clawgym_ros.evaluation.workers import default_workers
     from clawgym_ros.ray_executor import executor_scope
 
-    if args.executor != "local" and args.mode != "in_process":
+    if args.executor == "ray" and args.mode != "in_process":
         raise ConfigError("--executor", args.executor, "local with --mode ros (the ROS graph "
                           "runs its own processes)")
     with executor_scope(args.executor, args.ray_address, args.workers or default_workers()):

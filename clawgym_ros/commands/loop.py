@@ -8,6 +8,7 @@ last completed step (``<out>/loop/state.json``).
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         metavar="S",
                         help="seconds to wait for an action server, (0, 86400] "
                              f"(default: {DEFAULT_SERVER_TIMEOUT_S:g})")
+    from clawgym_ros.ray_executor import add_executor_args
+
+    add_executor_args(parser)
     parser.set_defaults(handler=run)
 
 
@@ -134,7 +138,10 @@ def check_saved_state(out_dir: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     from clawgym_ros import constants as C
     from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.ray_executor import loop_executor_env
 
+    # the synthesis and evaluator nodes run their episodes on this Ray cluster
+    os.environ.update(loop_executor_env(args.executor, args.ray_address))
     state = run_loop_command(args.config, args.out, args.iterations, args.seed, args.mode,
                              args.server_timeout)
     print(f"loop done after {len(state['history'])} iteration(s): {state['stop_reason']}")

@@ -244,8 +244,8 @@ def run_specs(source: PolicySource, specs: Sequence[EpisodeSpec], workers: int =
         cancel: set it to stop early (raises :class:`EvaluationCancelledError`).
         pool: a :class:`WorkerPool` to run on when ``workers`` > 1 (kept open); by default a
             pool of ``workers`` processes is started for this call and stopped after it.
-            Inside :func:`clawgym_ros.ray_executor.executor_scope` with ``ray`` (and no
-            ``pool``), the episodes run as Ray tasks (same results, in spec order).
+            When Ray is asked for (:func:`clawgym_ros.ray_executor.current`), the episodes
+            run as Ray tasks instead, pool or not (same results, in spec order).
 
     Raises:
         EvaluationCancelledError: ``cancel`` was set; WorkerPoolError: a worker died.
@@ -253,7 +253,7 @@ def run_specs(source: PolicySource, specs: Sequence[EpisodeSpec], workers: int =
     options = options or RolloutOptions()
     from clawgym_ros.ray_executor import current
 
-    cluster = current() if pool is None else None
+    cluster = current()      # Ray when asked for (scope or $CLAWGYM_EXECUTOR), even with a pool
     if cluster is not None and specs:
         return _run_on_ray(cluster, source, specs, options, progress, cancel)
     workers = workers or default_workers()

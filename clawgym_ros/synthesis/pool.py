@@ -153,8 +153,9 @@ def iter_generation(
         specs: the plan (normally from ``plan_episodes``).
         generate, signoff, encode: picklable callables (see module docstring).
         workers: process count; None or 0 = one per core; 1 = inline in this process.
-            Inside :func:`clawgym_ros.ray_executor.executor_scope` with ``ray``, the
-            episodes run as Ray tasks instead (same results, same order).
+            When Ray is asked for (:func:`clawgym_ros.ray_executor.current`: an
+            ``executor_scope("ray")`` or ``$CLAWGYM_EXECUTOR=ray``), the episodes run as Ray
+            tasks instead (same results, same order).
         keep_records: return records (False saves the transfer when only payloads are needed).
         cancel: an Event or a callable, checked before each episode is started and before
             each result is handed out; once set, the iterator stops (in-flight work is
@@ -169,7 +170,7 @@ def iter_generation(
     from clawgym_ros.ray_executor import current
 
     cluster = current()
-    if cluster is not None:   # inside executor_scope("ray"): Ray tasks, same order and results
+    if cluster is not None:   # Ray asked for: Ray tasks, same order and results
         yield from cluster.map_ordered(
             run_episode, [(generate, signoff, encode, keep_records, spec) for spec in specs],
             [f"episode {spec.index} (seed {spec.seed})" for spec in specs], is_cancelled)
