@@ -149,28 +149,26 @@ def _lean_trajectory(instance: object) -> object | None:
     stages = instance._N
     solve = sw.solve_stagewise_optim
     nan = np.nan
-    # Backward pass: controllable sets (compute_controllable_sets(0, 0)).
-    ctrl = np.zeros((stages + 1, 2))
+    # Backward pass: controllable sets (compute_controllable_sets(0, 0)). Python floats
+    # throughout: the same IEEE doubles as toppra's numpy scalars, without their overhead.
+    lows, highs = [0.0] * (stages + 1), [0.0] * (stages + 1)
     g_upper = np.zeros(sw.get_no_vars())
     g_upper[0], g_upper[1] = 1e-9, -1
     g_lower = -g_upper
     sw.setup_solver()
     for i in range(stages - 1, -1, -1):
-        low, high = ctrl[i + 1, 0], ctrl[i + 1, 1]
-        x_upper = solve(i, None, g_upper, nan, nan, low, high)[1]
-        x_lower = solve(i, None, g_lower, nan, nan, low, high)[1]
-        ctrl[i, 0], ctrl[i, 1] = x_lower, x_upper
-        if ctrl[i, 0] < 0:
-            ctrl[i, 0] = 0
+        low, high = lows[i + 1], highs[i + 1]
+        x_upper = float(solve(i, None, g_upper, nan, nan, low, high)[1])
+        x_lower = float(solve(i, None, g_lower, nan, nan, low, high)[1])
         if x_lower != x_lower or x_upper != x_upper:
             return None
+        lows[i], highs[i] = (0.0 if x_lower < 0 else x_lower), x_upper
     sw.close_solver()
-    if 0.0 + SMALL < ctrl[0, 0] or ctrl[0, 1] + SMALL < 0.0:
+    if 0.0 + SMALL < lows[0] or highs[0] + SMALL < 0.0:
         return None
     # Forward pass (compute_parameterization's greedy step).
-    deltas = sw.get_deltas()
-    xs = np.zeros(stages + 1)
-    us = np.zeros(stages)
+    deltas = sw.get_deltas().tolist()
+    xs = [0.0] * (stages + 1)
     g = np.zeros(sw.get_no_vars())
     g[1] = -1
     tries = 0
@@ -179,22 +177,21 @@ def _lean_trajectory(instance: object) -> object | None:
     while i < stages:
         x = xs[i]
         g[0] = -2 * deltas[i]
-        u = solve(i, None, g, x, x, ctrl[i + 1, 0], ctrl[i + 1, 1])[0] if x == x else nan
+        u = float(solve(i, None, g, x, x, lows[i + 1], highs[i + 1])[0]) if x == x else nan
         if u != u:
             if tries < MAX_TRIES:
-                xs[i] = max(xs[i] - TINY, 0.999 * xs[i])
+                xs[i] = max(x - TINY, 0.999 * x)
                 tries += 1
                 continue
-            xs[i + 1:] = nan
+            xs[i + 1:] = [nan] * (stages - i)
             break
         tries = 0
-        us[i] = u
-        x_next = xs[i] + 2 * deltas[i] * us[i]
+        x_next = x + 2 * deltas[i] * u
         x_next = max(x_next - TINY, 0.9999 * x_next)
-        xs[i + 1] = min(ctrl[i + 1, 1], max(ctrl[i + 1, 0], x_next))
+        xs[i + 1] = min(highs[i + 1], max(lows[i + 1], x_next))
         i += 1
     sw.close_solver()
-    velocities = np.sqrt(xs)
+    velocities = np.sqrt(np.array(xs))
     if np.isnan(velocities).any():
         return None
     return _const_accel_class()(instance.path, instance.problem_data.gridpoints, velocities)
