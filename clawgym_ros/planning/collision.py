@@ -175,6 +175,7 @@ class CollisionChecker:
         if hasattr(self, "_attached"):
             self._apply_masks()
             self._update_parent_filter()
+            self._clearance = None          # probes pre-select by the allowed matrix too
 
     def set_padding(self, padding: float) -> None:
         """Change the safety distance (m) used by later checks."""
