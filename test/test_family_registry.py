@@ -27,21 +27,29 @@ OLD_FAMILIES = (C.FAMILY_NONE, C.FAMILY_LIGHTING, C.FAMILY_SENSOR_NOISE, C.FAMIL
 OLD_OBSERVATION = (C.FAMILY_SENSOR_NOISE, C.FAMILY_GPS_DROPOUT)
 OLD_WRAP_ORDER = (C.FAMILY_DYNAMICS, C.FAMILY_LIGHTING, C.FAMILY_SENSOR_NOISE,
                   C.FAMILY_GPS_DROPOUT)
+#: Built-in families added since (backend side, no ROS interposer).
+ADDED = (C.FAMILY_DISTURBANCE,)
+FAMILIES_NOW = (*OLD_FAMILIES, *ADDED)
+WRAP_ORDER_NOW = (C.FAMILY_DYNAMICS, C.FAMILY_LIGHTING, C.FAMILY_DISTURBANCE,
+                  C.FAMILY_SENSOR_NOISE, C.FAMILY_GPS_DROPOUT)
 
 
 def test_derived_maps_are_the_tables_they_replace():
     from clawgym_ros.evaluation import ros_mode
     from clawgym_ros.perturbations import wrappers as W
+    from clawgym_ros.perturbations.disturbance import DisturbanceWrapper
 
-    assert C.PERTURBATION_FAMILIES == OLD_FAMILIES
+    assert C.PERTURBATION_FAMILIES == FAMILIES_NOW
     assert C.OBSERVATION_FAMILIES == OLD_OBSERVATION
     assert dict(P.FAMILIES) == {C.FAMILY_LIGHTING: P.Lighting,
                                 C.FAMILY_SENSOR_NOISE: P.SensorNoise,
                                 C.FAMILY_GPS_DROPOUT: P.GpsDropout,
-                                C.FAMILY_DYNAMICS: P.Dynamics}
-    assert tuple(W.WRAPPERS) == OLD_WRAP_ORDER
-    assert [W.WRAPPERS[f] for f in OLD_WRAP_ORDER] == [
-        W.DynamicsWrapper, W.LightingWrapper, W.SensorNoiseWrapper, W.GpsDropoutWrapper]
+                                C.FAMILY_DYNAMICS: P.Dynamics,
+                                C.FAMILY_DISTURBANCE: P.Disturbance}
+    assert tuple(W.WRAPPERS) == WRAP_ORDER_NOW
+    assert [W.WRAPPERS[f] for f in WRAP_ORDER_NOW] == [
+        W.DynamicsWrapper, W.LightingWrapper, DisturbanceWrapper, W.SensorNoiseWrapper,
+        W.GpsDropoutWrapper]
     for family, wrapper in W.WRAPPERS.items():
         assert wrapper.family == family and wrapper.core_cls is P.FAMILIES[family]
     assert P.interposer_nodes() == ros_mode.INTERPOSERS
@@ -118,9 +126,9 @@ def test_a_family_from_outside_registers_once_and_perturbs_episodes(tmp_path, mo
     assert "joint_bias" not in C.PERTURBATION_FAMILIES
     import toy_bias_family
 
-    assert C.PERTURBATION_FAMILIES == (*OLD_FAMILIES, "joint_bias")
+    assert C.PERTURBATION_FAMILIES == (*FAMILIES_NOW, "joint_bias")
     assert C.OBSERVATION_FAMILIES == (*OLD_OBSERVATION, "joint_bias")
-    assert tuple(WRAPPERS) == (*OLD_WRAP_ORDER, "joint_bias")
+    assert tuple(WRAPPERS) == (*WRAP_ORDER_NOW, "joint_bias")
     assert "joint_bias" not in P.interposer_nodes()      # no ROS node: in-process only
     core = P.make("joint_bias", {"intensity": 1.0, "seed": 3})
     assert isinstance(core, toy_bias_family.Bias)

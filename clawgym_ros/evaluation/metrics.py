@@ -5,8 +5,9 @@
   goal consistency;
 - robustness: success per perturbation cell (family, intensity), stability = cell success /
   nominal success (Katz log CI per cell; their mean with a seeded stratified bootstrap CI), the
-  boundary intensity per family where success crosses a threshold (linear interpolation), and
-  recovery time after GPS outages end;
+  boundary intensity per family where success crosses a threshold (linear interpolation),
+  recovery time after GPS outages end, and, with disturbance cells, the recovery rate and
+  median steps to recover per task, cell and event;
 - generalization: held-out / in-distribution success on unperturbed episodes, per task and
   pooled (Katz log CI), plus per held-out template;
 - human preference: jerk, hesitation, rhythm entropy, approach speed near the hand, recovery
@@ -253,13 +254,64 @@ def robustness(results: Sequence[EpisodeResult], cfg: MetricsConfig) -> dict[str
                  for (f, _), eps in cells.items() if f != C.FAMILY_NONE]
     stability = bootstrap_mean_ratio(perturbed, (x0, n0), cfg.rng("stability"),
                                      cfg.bootstrap_samples, cfg.confidence)
-    return {
+    out = {
         "nominal": wilson(x0, n0, cfg.confidence).to_dict(),
         "cells": rows,
         "families": families,
         "stability": stability.to_dict(),
         "gps_recovery": gps_recovery(results, cfg),
     }
+    if any(r.recovery is not None for r in results):   # disturbance cells only: other
+        out["disturbance_recovery"] = disturbance_recovery(results, cfg)   # reports keep ids
+    return out
+
+
+def median_ci(values: Sequence[float], confidence: float = 0.95) -> Estimate:
+    """Median with the distribution-free order-statistic interval: the ranks ``l < u`` of the
+    sorted values with ``P(l <= B < u) >= confidence`` for ``B ~ Binomial(n, 1/2)``
+    (symmetric); the whole range when n is too small for that level."""
+    x = sorted(float(v) for v in values)
+    n = len(x)
+    if n == 0:
+        return Estimate(None, None, None, 0)
+    median = float(np.median(x))
+    lo = int(_st.binom.ppf((1 - confidence) / 2, n, 0.5))   # P(B < lo) <= alpha / 2
+    while lo > 0 and _st.binom.cdf(lo - 1, n, 0.5) > (1 - confidence) / 2:
+        lo -= 1
+    if lo == 0:
+        return Estimate(median, x[0], x[-1], n)
+    return Estimate(median, x[lo - 1], x[n - lo], n)
+
+
+def disturbance_recovery(results: Sequence[EpisodeResult], cfg: MetricsConfig
+                         ) -> list[dict[str, Any]]:
+    """Recovery under mid-episode disturbances, per task, cell and event.
+
+    Returns:
+        Rows ``{"task", "family", "intensity", "event", "episodes", "disturbed",
+        "recovery_rate", "regained", "steps_to_recover"}``: ``recovery_rate`` = disturbed
+        episodes that still delivered (Wilson), ``regained`` = disturbed episodes whose stage
+        progress came back (Wilson), ``steps_to_recover`` = median control steps from the
+        disturbance to regained stage progress over those (order-statistic CI).
+    """
+    groups: dict[tuple[str, str, float, str], list[EpisodeResult]] = defaultdict(list)
+    for r in results:
+        if r.recovery is not None:
+            groups[(r.task, r.family, r.intensity, str(r.recovery.get("event", "")))].append(r)
+    rows = []
+    for (task, family, intensity, event), eps in sorted(groups.items()):
+        hit = [r for r in eps if r.recovery["disturbed"]]
+        steps = [r.recovery["steps_to_recover"] for r in hit
+                 if r.recovery["steps_to_recover"] is not None]
+        rows.append({
+            "task": task, "family": family, "intensity": intensity, "event": event,
+            "episodes": len(eps), "disturbed": len(hit),
+            "recovery_rate": wilson(sum(r.success for r in hit), len(hit),
+                                    cfg.confidence).to_dict(),
+            "regained": wilson(len(steps), len(hit), cfg.confidence).to_dict(),
+            "steps_to_recover": median_ci(steps, cfg.confidence).to_dict(),
+        })
+    return rows
 
 
 def gps_recovery(results: Sequence[EpisodeResult], cfg: MetricsConfig) -> dict[str, Any]:

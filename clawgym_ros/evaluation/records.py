@@ -193,6 +193,13 @@ class EpisodeResult:
     #: task worlds). Not part of the record's identity: equal records may differ here (the ROS
     #: path records none), and :meth:`to_dict` leaves them out (the report stores them).
     failure_states: tuple[Any, ...] = dataclasses.field(default=(), compare=False, repr=False)
+    #: Episodes of a ``disturbance`` cell only (:data:`RECOVERY_KEYS`): whether the event
+    #: fired (``disturbed``), ``event``, ``step`` (the control step it began, 1-based),
+    #: ``time_s``, ``stages_before`` (stages reached then), ``lost_stage``, ``recovered_step``
+    #: and ``steps_to_recover`` (null when never recovered), ``delivered`` (the episode's
+    #: success). None elsewhere, and then left out of :meth:`to_dict` (records of other
+    #: episodes, and the reports holding them, keep their ids).
+    recovery: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         check_int("index", self.index, 0)
@@ -235,6 +242,8 @@ class EpisodeResult:
         if self.goal_consistent is not None and not isinstance(self.goal_consistent, bool):
             raise ConfigError("goal_consistent", self.goal_consistent, "true, false or null")
         check_range("duration_s", self.duration_s, 0.0)
+        if self.recovery is not None:
+            object.__setattr__(self, "recovery", _recovery(self.recovery, self.success))
         if isinstance(self.series, Mapping):
             object.__setattr__(self, "series", EpisodeSeries(**_series_kwargs(self.series)))
 
@@ -257,6 +266,8 @@ class EpisodeResult:
         """Plain JSON-able data (lists instead of tuples); inverse of :meth:`from_dict`."""
         data = dataclasses.asdict(dataclasses.replace(self, failure_states=()))
         del data["failure_states"]
+        if data["recovery"] is None:
+            del data["recovery"]
         return _plain(data)
 
     @classmethod
@@ -282,6 +293,41 @@ class EpisodeResult:
             if source and not err.source:
                 raise ConfigError(err.field, err.value, err.allowed, source) from None
             raise
+
+
+#: Keys of :attr:`EpisodeResult.recovery` (all present when ``disturbed``; else only the
+#: first three: the family was on but its trigger stage was never reached).
+RECOVERY_KEYS = ("disturbed", "event", "delivered", "step", "time_s", "stages_before",
+                 "lost_stage", "recovered_step", "steps_to_recover")
+
+
+def _recovery(data: Mapping[str, Any], success: bool) -> dict[str, Any]:
+    """A validated recovery entry (``delivered`` set from the episode's success)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError("recovery", data, "a mapping with keys " + ", ".join(RECOVERY_KEYS))
+    unknown = sorted(set(data) - set(RECOVERY_KEYS))
+    if unknown:
+        raise ConfigError(f"recovery.{unknown[0]}", data[unknown[0]],
+                          "one of " + ", ".join(RECOVERY_KEYS))
+    out = {k: data[k] for k in RECOVERY_KEYS if k in data}
+    out["delivered"] = bool(success)
+    if not isinstance(out.get("disturbed"), bool):
+        raise ConfigError("recovery.disturbed", out.get("disturbed"), "true or false")
+    if not isinstance(out.get("event", ""), str):
+        raise ConfigError("recovery.event", out.get("event"), "a string")
+    out.setdefault("event", "")
+    if not out["disturbed"]:
+        return {k: out[k] for k in ("disturbed", "event", "delivered")}
+    for key in ("step", "stages_before"):
+        out[key] = check_int(f"recovery.{key}", out.get(key), 0)
+    out["time_s"] = check_range("recovery.time_s", out.get("time_s"), 0.0)
+    out["lost_stage"] = str(out.get("lost_stage", ""))
+    for key in ("recovered_step", "steps_to_recover"):
+        if out.get(key) is not None:
+            out[key] = check_int(f"recovery.{key}", out[key], 0)
+        else:
+            out[key] = None
+    return {k: out[k] for k in RECOVERY_KEYS}
 
 
 def _series_kwargs(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -334,8 +334,10 @@ def perturbations_of(spec: EpisodeSpec) -> list[Any]:
     from clawgym_ros.perturbations import make
     from clawgym_ros.perturbations.base import SEED_MAX
 
+    event = getattr(spec, "event", "")
     return [make(f, {"intensity": float(spec.intensity), "schedule": spec.schedule,
-                     "seed": int(spec.perturbation_seed) % SEED_MAX})
+                     "seed": int(spec.perturbation_seed) % SEED_MAX,
+                     **({"event": event} if event and f == C.FAMILY_DISTURBANCE else {})})
             for f in spec.families]
 
 
@@ -483,6 +485,7 @@ class Runner:
             watch = FailureWatch(spec, backend, stages)
             watch.observe(state, reached)
         success = False
+        recovery = info.get(C.INFO_DISTURBANCE)   # disturbance cells only
         policy_s = 0.0
         self.actions = []
         image_key = f"{self.options.cameras[0]}_rgb" if self.options.cameras else ""
@@ -510,6 +513,7 @@ class Runner:
                 success = bool(info.get("success", terminated))
             if watch is not None:
                 watch.observe(state, reached)
+            recovery = info.get(C.INFO_DISTURBANCE, recovery)
             if success:
                 break
         self.timing = EpisodeTiming(steps, time.perf_counter() - t_start, policy_s)
@@ -517,6 +521,8 @@ class Runner:
                                skill_calls_of(self.policy, spec.task))
         if watch is not None:
             result = dataclasses.replace(result, failure_states=watch.finish(success))
+        if recovery is not None:
+            result = dataclasses.replace(result, recovery=recovery)
         return result
 
     def close(self) -> None:

@@ -3,7 +3,9 @@
 A suite file (``config/suites/<name>.yaml``) lists tasks with their training and held-out
 templates, and the perturbation cells: the nominal (unperturbed) cell, sweeps of one family over
 an intensity grid, and combinations of families over a shared grid. :func:`expand` turns a
-suite into a deterministic list of :class:`EpisodeSpec`.
+suite into a deterministic list of :class:`EpisodeSpec`. A ``disturbance`` sweep may name its
+``event`` (``object_drop`` by default, ``any`` = one of the task's per episode); every task of
+the suite must support it (checked on load).
 
 Episode counts: every (task, split, cell) gets ``episodes_per_cell`` episodes, cycling through
 that split's templates; held-out templates run in the nominal cell only. Seeds: the environment
@@ -39,9 +41,14 @@ SUITE_KEYS = ("name", "description", "seed", "episodes_per_cell", "schedule", "m
               "tasks", "cells")
 TASK_KEYS = ("task", "templates", "held_out_templates")
 CELL_KEYS = ("nominal", "sweeps", "combinations")
-SWEEP_KEYS = ("family", "intensities")
+SWEEP_KEYS = ("family", "intensities", "event")
 COMBINATION_KEYS = ("families", "intensities")
-PERTURBING_FAMILIES = tuple(f for f in C.PERTURBATION_FAMILIES if f != C.FAMILY_NONE)
+
+
+def perturbing_families() -> tuple[str, ...]:
+    """Every registered family (read when a suite is parsed: a family registered after this
+    module was imported is accepted too)."""
+    return tuple(f for f in C.PERTURBATION_FAMILIES if f != C.FAMILY_NONE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +66,8 @@ class Cell:
 
     families: tuple[str, ...]
     intensity: float
+    #: the disturbance event of a ``disturbance`` sweep ("" = the family's default)
+    event: str = ""
 
     @property
     def label(self) -> str:
@@ -88,7 +97,8 @@ class Suite:
             "schedule": self.schedule, "description": self.description,
             "tasks": [dataclasses.asdict(t) for t in self.tasks],
             "cells": [{"family": c.label, "families": list(c.families),
-                       "intensity": c.intensity} for c in self.cells],
+                       "intensity": c.intensity, **({"event": c.event} if c.event else {})}
+                      for c in self.cells],
         }
         if self.max_steps:  # only when set: reports of suites without it keep their ids
             out["max_steps"] = self.max_steps
@@ -109,6 +119,8 @@ class EpisodeSpec:
     schedule: str
     seed: int
     perturbation_seed: int
+    #: the cell's disturbance event ("" = the family's default; see :class:`Cell`)
+    event: str = ""
 
 
 def _keys(data: Any, field: str, allowed: Sequence[str], source: str) -> Mapping[str, Any]:
@@ -203,19 +215,29 @@ def parse_suite(data: Any, source: str) -> Suite:
     for i, raw in enumerate(_list(cells_raw.get("sweeps", []), "cells.sweeps", source, True)):
         field = f"cells.sweeps[{i}]"
         raw = _keys(raw, field, SWEEP_KEYS, source)
-        family = check_choice(f"{field}.family", raw.get("family"), PERTURBING_FAMILIES, source)
+        family = check_choice(f"{field}.family", raw.get("family"), perturbing_families(),
+                              source)
         if family in seen_labels:
             raise ConfigError(f"{field}.family", family, "a family not swept before", source)
         seen_labels.add(family)
-        cells += [Cell((family,), x) for x in _grid(raw.get("intensities"),
-                                                     f"{field}.intensities", source)]
+        event = raw.get("event", "")
+        if "event" in raw:
+            if family != C.FAMILY_DISTURBANCE:
+                raise ConfigError(f"{field}.event", event,
+                                  f"no event for family {family} (only {C.FAMILY_DISTURBANCE})",
+                                  source)
+            from clawgym_ros.perturbations.disturbance import EVENT_ANY, EVENTS
+
+            event = check_choice(f"{field}.event", event, (*EVENTS, EVENT_ANY), source)
+        cells += [Cell((family,), x, event) for x in _grid(raw.get("intensities"),
+                                                            f"{field}.intensities", source)]
     combos = _list(cells_raw.get("combinations", []), "cells.combinations", source, True)
     for i, raw in enumerate(combos):
         field = f"cells.combinations[{i}]"
         raw = _keys(raw, field, COMBINATION_KEYS, source)
         families = _names(raw.get("families"), f"{field}.families", source)
         for j, family in enumerate(families):
-            check_choice(f"{field}.families[{j}]", family, PERTURBING_FAMILIES, source)
+            check_choice(f"{field}.families[{j}]", family, perturbing_families(), source)
         if len(families) < 2:
             raise ConfigError(f"{field}.families", list(families), "two or more families",
                               source)
@@ -272,7 +294,29 @@ def load_suite(name_or_path: str | Path) -> Suite:
                               "a suite file or one of " + ", ".join(available_suites()))
     suite = parse_suite(load_yaml(path), str(path))
     check_templates(suite)
+    check_disturbances(suite)
     return suite
+
+
+def check_disturbances(suite: Suite) -> None:
+    """Every task of a suite with a ``disturbance`` cell supports that cell's event (declared
+    by the task: ``Task.disturbances``).
+
+    Raises:
+        ConfigError: naming the suite file, the cell's field, the event and the events the
+            task supports.
+    """
+    from clawgym_ros.perturbations.disturbance import DisturbanceConfig, check_event
+    from clawgym_ros.tasks.registry import get_task
+
+    for c in suite.cells:
+        if C.FAMILY_DISTURBANCE not in c.families:
+            continue
+        event = c.event or DisturbanceConfig().event
+        for entry in suite.tasks:
+            check_event(event, get_task(entry.task),
+                        f"cells.sweeps[{c.label}].event",
+                        suite.source or None)
 
 
 def check_templates(suite: Suite) -> None:
@@ -337,5 +381,6 @@ def expand(suite: Suite, seed: int | None = None) -> list[EpisodeSpec]:
                         index=len(specs), task=entry.task, template=template, split=split,
                         family=cell.label, families=cell.families, intensity=cell.intensity,
                         schedule=suite.schedule, seed=derive_seed(suite_seed, *key),
-                        perturbation_seed=derive_seed(suite_seed, *key, *cell_key)))
+                        perturbation_seed=derive_seed(suite_seed, *key, *cell_key),
+                        event=cell.event))
     return specs

@@ -1,4 +1,5 @@
-"""Perturbations: lighting, sensor noise, GPS dropout and dynamics, and the family registry.
+"""Perturbations: lighting, sensor noise, GPS dropout, dynamics and mid-episode disturbances,
+and the family registry.
 
 Pure cores (no rclpy) shared by the Gymnasium wrappers (:mod:`.wrappers`) and the ROS nodes
 (``clawgym_ros.nodes.*_node``). :func:`make` builds one from a family name and parameters.
@@ -103,6 +104,9 @@ BUILTIN_FAMILIES: tuple[FamilyEntry, ...] = (
                 node=C.NODE_GPS_DROPOUT),
     FamilyEntry(C.FAMILY_DYNAMICS, "clawgym_ros.perturbations.dynamics:Dynamics",
                 f"{_W}:DynamicsWrapper", wrap_order=0, node=C.NODE_DYNAMICS),
+    # mid-episode events on the simulator (task worlds, in-process; no ROS interposer yet)
+    FamilyEntry(C.FAMILY_DISTURBANCE, "clawgym_ros.perturbations.disturbance:Disturbance",
+                "clawgym_ros.perturbations.disturbance:DisturbanceWrapper", wrap_order=20),
 )
 
 _REGISTRY: dict[str, FamilyEntry] = {e.name: e for e in BUILTIN_FAMILIES}
@@ -266,6 +270,8 @@ def make(family: str, params: Mapping[str, Any] | None = None) -> Perturbation:
 _LAZY = {
     "Perturbation": "clawgym_ros.perturbations.base",
     "PerturbationConfig": "clawgym_ros.perturbations.base",
+    "Disturbance": "clawgym_ros.perturbations.disturbance",
+    "DisturbanceConfig": "clawgym_ros.perturbations.disturbance",
     "Dynamics": "clawgym_ros.perturbations.dynamics",
     "DynamicsConfig": "clawgym_ros.perturbations.dynamics",
     "GpsDropout": "clawgym_ros.perturbations.gps",
@@ -284,8 +290,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "FAMILIES", "Dynamics", "DynamicsConfig", "FamilyEntry", "GpsDropout", "GpsDropoutConfig",
-    "Lighting", "LightingConfig", "Perturbation", "PerturbationConfig", "SensorNoise",
-    "SensorNoiseConfig", "add_family", "config_for", "family_entry", "family_names",
+    "FAMILIES", "Disturbance", "DisturbanceConfig", "Dynamics", "DynamicsConfig", "FamilyEntry",
+    "GpsDropout", "GpsDropoutConfig", "Lighting", "LightingConfig", "Perturbation",
+    "PerturbationConfig", "SensorNoise", "SensorNoiseConfig", "add_family", "config_for",
+    "family_entry", "family_names",
     "interposer_nodes", "make", "observation_families", "register_family",
 ]

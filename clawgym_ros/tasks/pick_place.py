@@ -105,6 +105,9 @@ class PickPlace(Task):
                   description="composed: place a cube in the bin, then a second one on it"),
     )
     expert = "clawgym_ros.tasks.pick_place:generate"
+    #: Mid-episode disturbances it supports (``disturbance`` family): event -> trigger stage.
+    disturbances = {"object_drop": "lift", "object_displace": "grasp", "goal_move": "lift",
+                    "arm_push": "lift"}
     goal_tolerance = 0.0
     max_contact_force = 150.0
     arm_expert = True
@@ -386,6 +389,61 @@ class PickPlaceEnv(TaskEnv):
     def make_tracker(self, goal: PickPlaceGoal) -> PickPlaceTracker:
         return PickPlaceTracker(goal)
 
+    # ------------------------------------------------------------------ disturbances
+    def apply_disturbance(self, event: str, draw: Mapping[str, float],
+                          reached: list[str]) -> float:
+        """Apply a ``disturbance`` event now (see :mod:`clawgym_ros.perturbations.disturbance`)
+        to the placement in progress; returns its size (m the object or the goal moved).
+
+        ``object_drop`` / ``object_displace``: the object is put at rest, upright with yaw
+        ``draw["yaw"]``, on the table ``radius + 5 cm + draw["distance"]`` from where it was,
+        in direction ``draw["angle"]`` (the next of six directions when that spot is off the
+        region objects start in (x 0.40..0.60, y -0.16..0.16 m: clear of the bins), within
+        13 cm of another object or under the fingers); the gripper keeps its command.
+        ``goal_move``: the goal becomes the other bin (tracker and ``place_goal`` follow).
+        """
+        goal: PickPlaceGoal = self.goal
+        assert goal is not None and self.tracker is not None
+        p = goal.placements[min(len(reached) // len(STAGES), len(goal.placements) - 1)]
+        if event == "goal_move":
+            bins = self.template.params["bins"]
+            now = int(goal.bin.split("_")[1])
+            other = (now + 1) % len(bins)
+            moved = dataclasses.replace(goal, bin=f"bin_{other}", center=tuple(bins[other]))
+            self.goal = moved
+            self.tracker.goal = moved
+            return float(np.linalg.norm(np.subtract(bins[other], bins[now])))
+        if event not in ("object_drop", "object_displace"):
+            raise ValueError(f"pick_place has no disturbance {event!r}")
+        b = self.backend
+        q = b.data.qpos[b.index.object_qpos].reshape(-1, 7)
+        old = q[p.index, :3].copy()
+        tool = b.observation(cameras=())[C.OBS_TOOL_POSE][:3]
+        reach = p.radius + 0.05 + float(draw["distance"])
+        lo, hi = np.array(OBJECT_REGION).T
+        spot = None
+        for j in range(6):
+            a = float(draw["angle"]) + j * math.pi / 3
+            xy = old[:2] + reach * np.array([math.cos(a), math.sin(a)])
+            inside = bool(np.all((xy >= lo) & (xy <= hi)))
+            apart = all(np.linalg.norm(xy - q[i, :2]) >= MIN_SEPARATION
+                        for i in range(len(q)) if i != p.index)
+            clear = np.linalg.norm(xy - tool[:2]) >= p.radius + 0.03
+            if inside and apart and clear:
+                spot = xy
+                break
+        if spot is None:    # off the region in every direction (over a bin): nearest corner
+            spot = np.clip(old[:2], lo, hi)
+        new_q = q.copy()
+        new_q[p.index, :3] = (spot[0], spot[1], p.rest_z)
+        new_q[p.index, 3:] = S.rpy_to_quat((0.0, 0.0, float(draw["yaw"])))
+        b.data.qpos[b.index.object_qpos] = new_q.ravel()
+        b.data.qvel[b.index.object_dof] = 0.0
+        import mujoco
+
+        mujoco.mj_forward(b.model, b.data)
+        return float(np.linalg.norm(new_q[p.index, :3] - old))
+
     # ------------------------------------------------------------------ goal observation
     def _observation_space(self) -> Any:
         from gymnasium import spaces
@@ -461,10 +519,31 @@ def grasp_plan(key: str, pose: np.ndarray) -> tuple[np.ndarray, float]:
     return point, yaw
 
 
+class DisturbedError(ExpertError):
+    """The scene no longer matches the plan: the carried object left the gripper or the goal
+    moved (the expert replans from the state it finds)."""
+
+
+#: Replans per placement after disturbances before the expert gives up.
+MAX_REPLANS = 3
+
+
 class PickPlaceExpert(ArmExpert):
     """The pick_place expert: per placement move_to (pre-grasp), approach (Cartesian), grasp,
     lift (Cartesian), move_to (above the target, joint line or OMPL with the object attached),
-    place (Cartesian), release, retreat (Cartesian)."""
+    place (Cartesian), release, retreat (Cartesian).
+
+    Replanning (episodes under the ``disturbance`` family; elsewhere the expert runs as it
+    always did, so existing datasets keep their ids): from the grasp until the release it
+    watches the true state after every step;
+    when the carried object is no longer between the fingers (its centre more than its
+    footprint radius + 4 cm from the tool) or the goal it is carrying to has moved, the skill
+    in progress ends failed (detail ``disturbed: ...``) and the placement starts again from
+    the state found (:meth:`recover`: carry on if still held, else open, back off, pick
+    again), up to :data:`MAX_REPLANS` times."""
+
+    _carrying: Placement | None = None
+    _carry_goal: tuple[float, float] | None = None
 
     def run(self) -> None:
         goal: PickPlaceGoal = self.base.goal
@@ -473,7 +552,45 @@ class PickPlaceExpert(ArmExpert):
             self.recover(goal, goal.placements[0], keys[0])
             return
         for p in goal.placements:
-            self.place_one(goal, p, keys[p.index])
+            self.with_replans(p, keys[p.index])
+
+    def with_replans(self, p: Placement, key: str) -> None:
+        """One placement, replanned from the state found after each disturbance."""
+        for attempt in range(MAX_REPLANS + 1):
+            try:
+                if attempt == 0:
+                    self.place_one(self.base.goal, p, key)
+                else:
+                    self.recover(self.base.goal, p, key)
+                return
+            except DisturbedError:
+                self._carrying, self._carry_goal = None, None
+                self.planner.detach_object()
+                self.q_cmd = self.q()           # the arm may have been pushed off its path
+                if attempt == MAX_REPLANS:
+                    raise
+
+    def step(self, q_target: np.ndarray, dq: np.ndarray, width: float | None = None,
+             action_override: Mapping[str, np.ndarray] | None = None) -> None:
+        """One control step (see :meth:`ArmExpert.step`), then the disturbance watch.
+
+        Raises:
+            DisturbedError: the carried object left the gripper or the goal moved.
+        """
+        super().step(q_target, dq, width, action_override)
+        p, target = self._carrying, self._carry_goal
+        if p is None or C.FAMILY_DISTURBANCE not in self.perturbations:
+            return
+        if target is not None and tuple(self.base.goal.center) != target:
+            self._carrying, self._carry_goal = None, None
+            raise DisturbedError(f"disturbed: the goal moved to {self.base.goal.bin}")
+        state = self.state()
+        gap = float(np.linalg.norm(state[C.OBS_TOOL_POSE][:3]
+                                   - state[C.OBS_OBJECT_POSES][p.index, :3]))
+        if gap > p.radius + 0.04:
+            self._carrying, self._carry_goal = None, None
+            raise DisturbedError(f"disturbed: {p.name} left the gripper ({gap:.3f} m from "
+                                 "the tool)")
 
     def recover(self, goal: PickPlaceGoal, p: Placement, key: str) -> None:
         """Finish the task from a restored failure state (one placement).
@@ -496,6 +613,7 @@ class PickPlaceExpert(ArmExpert):
             self.sync_planner()
             self.planner.attach_object(p.name)
             tool = state[C.OBS_TOOL_POSE]
+            self._carrying = p
             self.deliver(goal, p, np.asarray(tool[3:7]), float(tool[2] - obj[2]))
             return
         if not _upright(obj[3:]):
@@ -524,6 +642,7 @@ class PickPlaceExpert(ArmExpert):
         self.sync_planner()                         # the gripper opening changed
         with self.skill("approach", {"object": p.name}):
             self.move_cartesian(as_pose(point, quat))
+        self._carrying = p                          # from here on it is between the fingers
         with self.skill("grasp", {"object": p.name}) as s:
             width = self.gripper(0.0, settle=0.12)
             s["width"] = round(width, 4)
@@ -532,6 +651,7 @@ class PickPlaceExpert(ArmExpert):
         self.planner.detach_object()
         self.sync_planner()
         self.planner.attach_object(p.name)
+        self._carrying = p
         self.deliver(goal, p, quat, float(point[2] - obj[2]), point)
 
     def deliver(self, goal: PickPlaceGoal, p: Placement, quat: np.ndarray, offset: float,
@@ -540,6 +660,7 @@ class PickPlaceExpert(ArmExpert):
         above the target, place, release and retreat. ``offset``: tool above the object's
         centre."""
         poses = self.state()[C.OBS_OBJECT_POSES]
+        self._carry_goal = tuple(goal.center)
         target_xy = goal.target_xy(p, poses)
         rest = goal.rest_z(p, poses)
         carry_z = max(goal.wall_top + 0.04 + p.half_height, rest + 0.06) + offset
@@ -564,6 +685,7 @@ class PickPlaceExpert(ArmExpert):
         with self.skill("place", {"object": p.name, "height": round(place_z, 4)}):
             self.move_cartesian(as_pose([target_xy[0], target_xy[1], place_z], quat),
                                 check=False, tool_speed=0.25)
+        self._carrying, self._carry_goal = None, None
         with self.skill("release", {"object": p.name}):
             self.gripper(min(0.08, p.grasp_width + 0.03), settle=0.1)
         self.planner.detach_object()

@@ -1,0 +1,364 @@
+"""Disturbance cells and the recovery metric (issue 22, item 4).
+
+The ``disturbance`` family fires one seeded event per episode (object knocked out of the
+gripper, object displaced after the grasp, goal moved, arm pushed) after the task's trigger
+stage; the pick_place expert notices and replans; the evaluator records per episode whether a
+disturbance happened, when, whether the episode still delivered and the steps until the lost
+stage was regained, and the report gives the recovery rate and the median time to recover per
+task, cell and event with CIs.
+
+The expert's recovery rate on object drops is measured here on a few episodes (``make test``);
+the full 40-episode measurement is the opt-in test at the end (``CLAWGYM_ACCEPTANCE=1``).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import numpy as np
+import pytest
+import yaml
+
+import clawgym_ros.sim  # noqa: F401  (registers the envs)
+from clawgym_ros import constants as C
+from clawgym_ros import perturbations as P
+from clawgym_ros.errors import ConfigError
+from clawgym_ros.evaluation.records import EpisodeResult
+from clawgym_ros.perturbations.disturbance import (
+    EVENT_ANY,
+    Disturbance,
+    DisturbanceConfig,
+    RecoveryWatch,
+)
+
+#: Recovery bar of the scripted expert on pick_place object drops (the issue's acceptance).
+RECOVERY_BAR = 0.9
+STAGES = ("reach", "grasp", "lift", "transport", "place", "release")
+EVENTS = {"object_drop": "lift", "object_displace": "grasp", "goal_move": "lift",
+          "arm_push": "lift"}
+
+
+def _core(**kw):
+    return P.make(C.FAMILY_DISTURBANCE, {"intensity": 1.0, "seed": 5, **kw})
+
+
+# --------------------------------------------------------------------------------- the core
+def test_family_is_registered_and_its_config_checks_its_fields():
+    assert C.FAMILY_DISTURBANCE in C.PERTURBATION_FAMILIES
+    assert C.FAMILY_DISTURBANCE not in C.OBSERVATION_FAMILIES      # acts on the simulator
+    assert isinstance(_core(), Disturbance)
+    for field, value in (("event", "earthquake"), ("max_delay_steps", -1),
+                         ("displacement_m", 0.5), ("push_steps", 0)):
+        with pytest.raises(ConfigError, match=field):
+            DisturbanceConfig(intensity=1.0, **{field: value})
+
+
+def test_trigger_delay_and_size_come_from_the_seeded_streams():
+    def fire(seed: int, episode_seed: int) -> tuple[int, dict]:
+        core = P.make(C.FAMILY_DISTURBANCE, {"intensity": 0.5, "seed": seed})
+        core.reset(episode_seed)
+        core.bind(EVENTS, "pick_place")
+        step = next(k for k in range(1, 200)
+                    if core.before_step(["reach", "grasp", "lift"] if k > 10 else []))
+        return step, core.draw()
+
+    a, b = fire(1, 7), fire(1, 7)
+    assert a == b                                            # same seeds, same event
+    assert 11 <= a[0] <= 11 + 40                              # trigger stage + delay
+    others = {fire(1, s)[0] for s in range(8)} | {fire(s, 7)[0] for s in range(2, 6)}
+    assert len(others) > 2                                    # the delay is drawn
+    full = P.make(C.FAMILY_DISTURBANCE, {"intensity": 1.0, "seed": 1})
+    full.reset(7)
+    assert full.draw()["distance"] == pytest.approx(2 * a[1]["distance"])   # intensity scales
+    off = P.make(C.FAMILY_DISTURBANCE, {"intensity": 0.0})
+    off.reset(0)
+    off.bind({}, "peg_insert")                                # disabled: nothing to bind
+    assert not any(off.before_step(STAGES) for _ in range(100))
+
+
+def test_an_event_the_task_does_not_support_is_one_clear_error():
+    core = _core(event="arm_push")
+    core.reset(0)
+    with pytest.raises(ConfigError, match="event='arm_push'.*supported by pick_place"):
+        core.bind({"object_drop": "lift"}, "pick_place")
+    with pytest.raises(ConfigError, match="peg_insert supports no disturbance"):
+        core.bind({}, "peg_insert")
+    picked = set()
+    for seed in range(12):
+        core = _core(event=EVENT_ANY)
+        core.reset(seed)
+        core.bind(EVENTS, "pick_place")
+        picked.add(core.event)
+        assert core.trigger_stage == EVENTS[core.event]
+    assert picked == set(EVENTS)                              # any: drawn per episode
+
+
+class _Tracker:
+    """A stage tracker stand-in: ``held`` says which stage indices hold now."""
+
+    stages = STAGES
+
+    def __init__(self, reached: int) -> None:
+        self.reached = [(s, 0.0) for s in STAGES[:reached]]
+        self.held: set[int] = set(range(reached))
+
+    def check(self, index, state):
+        return index in self.held
+
+
+def test_recovery_is_the_lost_stage_regained_or_new_progress():
+    # object drop: lift (index 2) stops holding, then holds again 50 steps later
+    t, w = _Tracker(3), RecoveryWatch()
+    w.start("object_drop", 100, 2.0, 3)
+    t.held = {0}
+    for step in range(100, 150):
+        w.observe(step, t, {})
+    t.held = {0, 1, 2}
+    w.observe(150, t, {})
+    rec = w.record()
+    assert (rec["lost_stage"], rec["recovered_step"], rec["steps_to_recover"]) == \
+        ("lift", 150, 50)
+    # goal moved: nothing lost; recovered when the next stage is reached
+    t, w = _Tracker(3), RecoveryWatch()
+    w.start("goal_move", 10, 0.2, 3)
+    w.observe(10, t, {})
+    assert w.record()["recovered_step"] is None
+    t.reached.append(("transport", 1.0))
+    w.observe(42, t, {})
+    assert w.record()["steps_to_recover"] == 32 and w.record()["lost_stage"] == ""
+    # never regained
+    t, w = _Tracker(3), RecoveryWatch()
+    w.start("object_drop", 5, 0.1, 3)
+    t.held = set()
+    for step in range(5, 500):
+        w.observe(step, t, {})
+    assert w.record()["steps_to_recover"] is None and w.record()["disturbed"]
+
+
+# ------------------------------------------------------------------------ records, metrics
+def _result(index: int, success: bool, recovery: dict | None) -> EpisodeResult:
+    family = C.FAMILY_DISTURBANCE if recovery is not None else C.FAMILY_NONE
+    return EpisodeResult(index=index, seed=index, task="pick_place", template="cube",
+                         success=success, stages=STAGES, family=family,
+                         families=(family,) if recovery is not None else (),
+                         intensity=1.0 if recovery is not None else 0.0, recovery=recovery)
+
+
+def _disturbed(step: int, ttr: int | None) -> dict:
+    return {"disturbed": True, "event": "object_drop", "step": step, "time_s": step * 0.02,
+            "stages_before": 3, "lost_stage": "lift",
+            "recovered_step": None if ttr is None else step + ttr, "steps_to_recover": ttr}
+
+
+def test_the_recovery_field_is_left_out_where_there_is_no_disturbance():
+    plain = _result(0, True, None)
+    assert "recovery" not in plain.to_dict()
+    assert EpisodeResult.from_dict(plain.to_dict()) == plain
+    hit = _result(1, False, _disturbed(120, None))
+    data = hit.to_dict()
+    assert data["recovery"]["delivered"] is False and data["recovery"]["step"] == 120
+    assert EpisodeResult.from_dict(data) == hit
+    quiet = _result(2, True, {"disturbed": False, "event": "object_drop"})
+    assert quiet.recovery == {"disturbed": False, "event": "object_drop", "delivered": True}
+    with pytest.raises(ConfigError, match="recovery.colour"):
+        _result(3, True, {"disturbed": True, "colour": 1})
+    with pytest.raises(ConfigError, match="recovery.step"):
+        _result(3, True, {**_disturbed(10, 5), "step": -4})
+
+
+def test_report_metrics_give_recovery_rate_and_median_steps_with_cis():
+    from clawgym_ros.evaluation.metrics import MetricsConfig, median_ci, robustness
+
+    cfg = MetricsConfig()
+    nominal = [_result(i, True, None) for i in range(4)]
+    assert "disturbance_recovery" not in robustness(nominal, cfg)    # old reports keep ids
+    ttrs = [150, 160, 170, 180, 190, 200, 210, 220, None, None]
+    eps = [_result(10 + i, t is not None, _disturbed(100, t)) for i, t in enumerate(ttrs)]
+    eps.append(_result(30, False, {"disturbed": False, "event": "object_drop"}))
+    rows = robustness(nominal + eps, cfg)["disturbance_recovery"]
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["task"], row["family"], row["event"]) == ("pick_place", "disturbance",
+                                                         "object_drop")
+    assert (row["episodes"], row["disturbed"]) == (11, 10)
+    assert row["recovery_rate"]["value"] == 0.8 and row["recovery_rate"]["n"] == 10
+    lo, hi = row["recovery_rate"]["ci"]
+    assert 0.4 < lo < 0.8 < hi < 1.0
+    assert row["steps_to_recover"]["value"] == 185.0 and row["steps_to_recover"]["n"] == 8
+    assert row["steps_to_recover"]["ci"] == [150.0, 220.0]
+    # the order-statistic interval covers the median at about its level
+    rng = np.random.default_rng(0)
+    cover = np.mean([(lambda e: e.low <= np.log(2) <= e.high)(median_ci(rng.exponential(
+        size=30))) for _ in range(1000)])
+    assert 0.93 <= cover <= 0.99
+
+
+# ------------------------------------------------------------------------------- suites
+BASE = {"name": "d", "seed": 0, "episodes_per_cell": 2,
+        "tasks": [{"task": "pick_place", "templates": ["cube"]}],
+        "cells": {"nominal": False,
+                  "sweeps": [{"family": "disturbance", "intensities": [1.0]}]}}
+
+
+def _load(tmp_path, data):
+    from clawgym_ros.evaluation.suites import load_suite
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_suite(path), path
+
+
+def test_suites_name_the_family_and_its_event_and_refuse_unsupported_ones(tmp_path):
+    from clawgym_ros.evaluation.suites import expand
+
+    suite, _ = _load(tmp_path, BASE)
+    specs = expand(suite)
+    assert [s.family for s in specs] == ["disturbance"] * 2 and specs[0].event == ""
+    assert "event" not in suite.to_dict()["cells"][0]
+    data = copy.deepcopy(BASE)
+    data["cells"]["sweeps"][0]["event"] = "goal_move"
+    suite, _ = _load(tmp_path, data)
+    assert {s.event for s in expand(suite)} == {"goal_move"}
+    assert suite.to_dict()["cells"][0]["event"] == "goal_move"
+    for mutate, fragment in (
+            (lambda d: d["tasks"].append({"task": "gps_nav", "templates": ["square_route"]}),
+             "cells.sweeps[disturbance].event='object_drop' is invalid; allowed: none: task "
+             "gps_nav supports no disturbance"),
+            (lambda d: d["cells"]["sweeps"][0].update(event="quake"),
+             "cells.sweeps[0].event='quake'"),
+            (lambda d: d["cells"]["sweeps"].append({"family": "lighting", "event": "goal_move",
+                                                    "intensities": [0.5]}),
+             "cells.sweeps[1].event='goal_move' is invalid; allowed: no event for family "
+             "lighting")):
+        bad = copy.deepcopy(BASE)
+        mutate(bad)
+        with pytest.raises(ConfigError) as info:
+            _load(tmp_path, bad)
+        assert fragment in str(info.value) and str(tmp_path / "s.yaml") in str(info.value)
+
+
+def test_a_family_registered_after_suites_were_imported_is_accepted(tmp_path, monkeypatch):
+    from clawgym_ros.evaluation.suites import parse_suite
+
+    monkeypatch.setattr(P, "_REGISTRY", dict(P._REGISTRY))
+    data = copy.deepcopy(BASE)
+    data["cells"]["sweeps"] = [{"family": "late_family", "intensities": [0.5]}]
+    with pytest.raises(ConfigError, match="late_family"):
+        parse_suite(copy.deepcopy(data), "s.yaml")
+    P.add_family(P.FamilyEntry("late_family", "m:Core", "m:Wrapper"))
+    assert parse_suite(data, "s.yaml").cells[0].families == ("late_family",)
+
+
+def test_eval_cli_refuses_an_unsupported_disturbance_with_one_line(tmp_path, capsys):
+    from clawgym_ros.cli import main
+
+    data = copy.deepcopy(BASE)
+    data["tasks"] = [{"task": "peg_insert", "templates": ["round_peg"]}]
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "run"
+    assert main(["eval", "--policy", "scripted:peg_insert", "--suite", str(path), "--seed",
+                 "0", "--out", str(out), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "peg_insert supports no disturbance" in err, err
+    assert not (out / "artifacts").exists() or not any((out / "artifacts").rglob("*.json"))
+
+
+# ------------------------------------------------------------------ episodes (real physics)
+def test_an_evaluated_episode_records_the_disturbance_and_its_recovery():
+    """In-process evaluation of the scripted pick-and-lift baseline in a disturbance cell:
+    the drop fires after it lifts, the record says when and that it never regained ``lift``
+    (the baseline does not replan); the same spec gives the same record."""
+    from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions, Runner
+    from clawgym_ros.evaluation.suites import EpisodeSpec
+
+    runner = Runner(PolicySource.parse("scripted:pick_place:grasp_height=0.015").load(),
+                    RolloutOptions(world="task", max_steps=260, failure_states=False))
+    records = []
+    for seed in range(6):
+        spec = EpisodeSpec(index=0, task="pick_place", template="cube", split="train",
+                           family="disturbance", families=("disturbance",), intensity=1.0,
+                           schedule="constant", seed=seed, perturbation_seed=11)
+        records.append(runner.run(spec))
+    hit = [r for r in records if r.recovery["disturbed"]]
+    assert hit, [r.stages_reached for r in records]
+    for r in hit:
+        rec = r.recovery
+        assert rec["event"] == "object_drop" and rec["stages_before"] >= 3
+        assert rec["lost_stage"] == "lift" and rec["steps_to_recover"] is None
+        assert not rec["delivered"] and r.perturbation["disturbance.fired_step"] == rec["step"]
+    for r in records:
+        if not r.recovery["disturbed"]:        # never lifted: nothing to knock out
+            assert "lift" not in r.stages_reached
+    again = runner.run(EpisodeSpec(index=0, task="pick_place", template="cube", split="train",
+                                   family="disturbance", families=("disturbance",),
+                                   intensity=1.0, schedule="constant",
+                                   seed=records.index(hit[0]), perturbation_seed=11))
+    assert again == hit[0] and again.to_dict() == hit[0].to_dict()
+
+
+def _expert_episodes(n: int, event: str = "object_drop", replans: int | None = None,
+                     first_seed: int = 1000):
+    """The pick_place expert (synthesis path) on ``n`` disturbance episodes."""
+    import clawgym_ros.tasks.pick_place as PP
+    from clawgym_ros.synthesis.episode import EpisodeSpec
+    from clawgym_ros.tasks import expert as E
+
+    out = []
+    make = E.make_perturbations
+    saved = PP.MAX_REPLANS
+    try:
+        E.make_perturbations = lambda spec: {C.FAMILY_DISTURBANCE: P.make(
+            C.FAMILY_DISTURBANCE, {"intensity": 1.0, "seed": 0, "event": event})}
+        if replans is not None:
+            PP.MAX_REPLANS = replans
+        for i in range(n):
+            spec = EpisodeSpec(index=i, seed=first_seed + i, task="pick_place",
+                               family=C.FAMILY_DISTURBANCE, intensity=1.0)
+            expert = PP.PickPlaceExpert(spec, PP.PickPlace(), PP.PickPlaceEnv)
+            record = E.run_expert(expert, PP.PickPlaceExpert.run)
+            out.append((record, expert.env.watch.record()))
+    finally:
+        E.make_perturbations = make
+        PP.MAX_REPLANS = saved
+    return out
+
+
+def test_the_expert_replans_after_object_drops():
+    """A few object drops: every one fires, the expert notices (a skill ends ``disturbed``)
+    and delivers anyway at the bar; with replanning off the same episodes fail, so the
+    disturbance really takes the object away."""
+    runs = _expert_episodes(5)
+    assert all(w["disturbed"] and w["lost_stage"] == "lift" for _, w in runs)
+    delivered = [r.outcome.success for r, _ in runs]
+    assert sum(delivered) / len(runs) >= RECOVERY_BAR, [r.outcome.reason for r, _ in runs]
+    for record, w in runs:
+        if record.outcome.success:
+            assert w["steps_to_recover"] is not None and w["steps_to_recover"] > 0
+        assert any(c.detail.startswith("disturbed:") for c in record.skill_calls)
+    blind = _expert_episodes(2, replans=0)
+    assert not any(r.outcome.success for r, _ in blind)
+
+
+def test_the_expert_carries_on_to_a_moved_goal():
+    runs = _expert_episodes(2, event="goal_move")
+    for record, w in runs:
+        assert w["disturbed"] and record.outcome.success, record.outcome.reason
+        assert record.achieved["bin"] == record.goal["bin"]            # the moved goal
+        moved = [c.detail for c in record.skill_calls if "goal moved" in c.detail]
+        assert moved == [f"disturbed: the goal moved to {record.goal['bin']}"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.skipif(os.environ.get("CLAWGYM_ACCEPTANCE") != "1",
+                    reason="opt-in (CLAWGYM_ACCEPTANCE=1): 40 expert episodes, ~1 min")
+def test_acceptance_expert_recovers_object_drops_on_40_episodes():
+    """The issue's bar: the scripted expert recovers >= 0.9 of object-drop episodes."""
+    runs = _expert_episodes(40)
+    hit = [(r, w) for r, w in runs if w["disturbed"]]
+    assert len(hit) == 40
+    rate = sum(r.outcome.success for r, _ in hit) / len(hit)
+    print(f"expert recovery on object drops: {rate:.3f} of {len(hit)}")
+    assert rate >= RECOVERY_BAR
