@@ -56,7 +56,13 @@ REWARD_TERMS: tuple[str, ...] = ("progress", "success", "collision")
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneConfig:
-    """One RL fine-tuning run (validated on construction; ConfigError names the field)."""
+    """One RL fine-tuning run (validated on construction; ConfigError names the field).
+
+    The PPO defaults are the most conservative of the settings measured (small exploration
+    noise, small learning rate, updates stopped at a KL of 0.02): the BC policies here fail
+    from joint-target offsets of a few milliradians (docs/notes/rl_finetune.md), so larger
+    exploration or steps undo what the BC policy does right before PPO can learn.
+    """
 
     base_checkpoint: str
     steps: int
@@ -72,15 +78,17 @@ class FinetuneConfig:
     residual_scale_twist: float = 0.2
     hidden: tuple[int, ...] = (64, 64)
     max_episode_steps: int = 800
-    n_steps: int = 512
+    n_steps: int = 2048
     batch_size: int = 256
-    n_epochs: int = 5
-    lr: float = 1e-4
-    gamma: float = 0.99
+    n_epochs: int = 10
+    lr: float = 3e-5
+    gamma: float = 0.995
     gae_lambda: float = 0.95
     clip_range: float = 0.1
+    #: stop an update's epochs early once the policy moved this far (KL); 0 = never
+    target_kl: float = 0.02
     #: log of the exploration noise's initial standard deviation (in correction units)
-    log_std_init: float = -2.5
+    log_std_init: float = -3.0
     reward_progress: float = 10.0
     reward_success: float = 5.0
     reward_collision: float = 0.1
@@ -109,6 +117,7 @@ class FinetuneConfig:
         check_range("gamma", self.gamma, 0.0, 1.0)
         check_range("gae_lambda", self.gae_lambda, 0.0, 1.0)
         check_range("clip_range", self.clip_range, 1e-4, 1.0)
+        check_range("target_kl", self.target_kl, 0.0, 10.0)
         check_range("log_std_init", self.log_std_init, -10.0, 2.0)
         for term in REWARD_TERMS:
             check_range(f"reward_{term}", getattr(self, f"reward_{term}"), 0.0, 1000.0)
@@ -327,7 +336,8 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
         model = sb3.PPO(
             "MlpPolicy", venv, n_steps=cfg.n_steps, batch_size=cfg.batch_size,
             n_epochs=cfg.n_epochs, learning_rate=cfg.lr, gamma=cfg.gamma,
-            gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range, seed=cfg.seed, device="cpu",
+            gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range,
+            target_kl=cfg.target_kl or None, seed=cfg.seed, device="cpu",
             policy_kwargs={"net_arch": {"pi": list(cfg.hidden), "vf": [64, 64]},
                            "activation_fn": nn.Tanh, "log_std_init": cfg.log_std_init})
         with torch.no_grad():      # start exactly at the BC policy (mean correction 0)
