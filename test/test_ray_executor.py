@@ -156,7 +156,9 @@ def test_same_seeds_same_dataset_and_report_ids_as_the_local_pool(cluster, tmp_p
 
 
 def where_am_i(k: int) -> tuple[int, str]:
-    """A Ray task: its index and the node it ran on."""
+    """A Ray task: its index and the node it ran on (after 0.2 s, so that a second task
+    meets the first node busy)."""
+    time.sleep(0.2)
     return k, ray.get_runtime_context().get_node_id()
 
 
