@@ -194,6 +194,34 @@ def test_report_metrics_give_recovery_rate_and_median_steps_with_cis():
     assert 0.93 <= cover <= 0.99
 
 
+def test_the_report_shows_recovery_per_task_cell_and_event(tmp_path):
+    from clawgym_ros.evaluation.config import EvalConfig
+    from clawgym_ros.evaluation.suites import parse_suite
+    from clawgym_ros.report.build import build_report
+    from clawgym_ros.report.html import render_html
+
+    data = copy.deepcopy(BASE)
+    data["cells"]["nominal"] = True
+    suite = parse_suite(data, "s.yaml")
+    nominal = [_result(i, True, None) for i in range(4)]
+    eps = [_result(4 + i, t is not None, _disturbed(100, t))
+           for i, t in enumerate([150, 170, 190, None])]
+    report = build_report(nominal + eps, suite, EvalConfig(suite="d"))   # schema-checked
+    assert "recovery" not in report["per_episode"][0]
+    assert report["per_episode"][4]["recovery"]["steps_to_recover"] == 150
+    row = report["aggregated"]["robustness"]["disturbance_recovery"][0]
+    assert row["recovery_rate"]["value"] == 0.75 and row["steps_to_recover"]["value"] == 170
+    line = next(x for x in report["diagnosis"] if x.startswith("Disturbance"))
+    assert "object_drop on pick_place (intensity 1): 75% of 4 disturbed episodes still " \
+        "delivered; median 170" in line
+    page = render_html(report)
+    assert "<h3>Disturbances</h3>" in page and "object_drop" in page
+    plain = build_report(nominal, parse_suite(copy.deepcopy(data), "s.yaml"),
+                         EvalConfig(suite="d"))
+    assert "disturbance_recovery" not in plain["aggregated"]["robustness"]
+    assert "Disturbances" not in render_html(plain)
+
+
 # ------------------------------------------------------------------------------- suites
 BASE = {"name": "d", "seed": 0, "episodes_per_cell": 2,
         "tasks": [{"task": "pick_place", "templates": ["cube"]}],

@@ -36,6 +36,7 @@ def episode_record(r: EpisodeResult, cfg: EvalConfig) -> dict[str, Any]:
         "metrics": episode_motion(r, cfg.metrics),
         **({"failure_states": [fs.meta() for fs in r.failure_states]}
            if r.failure_states else {}),
+        **({"recovery": dict(r.recovery)} if r.recovery is not None else {}),
     }
 
 

@@ -162,4 +162,16 @@ def diagnosis(
                   if mean is not None else "")
         lines.append(f"GPS outages: {rec['recovered']['value']:.0%} of {rec['outages']} "
                      f"recovered{timing}.")
+    for d in aggregated[C.DIM_ROBUSTNESS].get("disturbance_recovery", ()):
+        if not d["disturbed"]:
+            lines.append(f"Disturbance {d['event']} on {d['task']} (intensity "
+                         f"{d['intensity']:g}) never fired: the trigger stage was never "
+                         "reached.")
+            continue
+        steps = d["steps_to_recover"]
+        timing = (f"; median {fmt_estimate(steps)} steps to regain stage progress"
+                  if steps["value"] is not None else "; stage progress never regained")
+        lines.append(f"Disturbance {d['event']} on {d['task']} (intensity {d['intensity']:g}):"
+                     f" {d['recovery_rate']['value']:.0%} of {d['disturbed']} disturbed "
+                     f"episodes still delivered{timing}.")
     return lines

@@ -284,6 +284,18 @@ def _render(report: dict[str, Any], frames: Mapping[str, bytes]) -> str:
         parts.append(f"<p>GPS outages: {gps['outages']}; recovered "
                      f"{fmt_estimate(gps['recovered'])}; recovery time (s) "
                      f"{fmt_estimate(gps['recovery_s'])}.</p>")
+    if rob.get("disturbance_recovery"):
+        parts.append("<h3>Disturbances</h3><p class=\"meta\">recovery rate = disturbed "
+                     "episodes that still delivered (Wilson 95% CI); regained = disturbed "
+                     "episodes back to stage progress; steps to recover = median control steps "
+                     "from the disturbance to regained progress (order-statistic 95% CI).</p>")
+        parts.append(_table(
+            ["task", "cell", "intensity", "event", "episodes", "disturbed", "recovery rate",
+             "regained", "steps to recover"],
+            [(d["task"], d["family"], d["intensity"], d["event"], d["episodes"],
+              d["disturbed"], fmt_estimate(d["recovery_rate"]), fmt_estimate(d["regained"]),
+              fmt_estimate(d["steps_to_recover"])) for d in rob["disturbance_recovery"]],
+            (2, 4, 5)))
     # Functional.
     fun = agg[C.DIM_FUNCTIONAL]
     parts.append("<h2>Functional correctness</h2><div class=\"plots\">")

@@ -70,6 +70,14 @@ _EPISODE = {
                            "kind": {"enum": ["stage", "stall", "end"]},
                            "size": {"type": "integer", "minimum": 1},
                            "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}},
+        # disturbance cells only (EpisodeResult.recovery)
+        "recovery": {"type": "object", "required": ["disturbed", "event", "delivered"],
+                     "properties": {"disturbed": {"type": "boolean"},
+                                    "event": {"type": "string"},
+                                    "delivered": {"type": "boolean"},
+                                    "step": {"type": "integer", "minimum": 0},
+                                    "steps_to_recover": {"type": ["integer", "null"],
+                                                         "minimum": 0}}},
     },
 }
 
@@ -124,6 +132,14 @@ _CELL = {
     },
 }
 
+_RECOVERY_ROW = {
+    "type": "object",
+    "required": ["task", "family", "intensity", "event", "episodes", "disturbed",
+                 "recovery_rate", "regained", "steps_to_recover"],
+    "properties": {"recovery_rate": _ESTIMATE, "regained": _ESTIMATE,
+                   "steps_to_recover": _ESTIMATE},
+}
+
 REPORT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "ClawGym evaluation report",
@@ -155,7 +171,9 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "type": "object",
                     "required": ["nominal", "cells", "families", "stability", "gps_recovery"],
                     "properties": {"nominal": _ESTIMATE, "stability": _ESTIMATE,
-                                   "cells": {"type": "array", "items": _CELL}},
+                                   "cells": {"type": "array", "items": _CELL},
+                                   "disturbance_recovery": {"type": "array",
+                                                            "items": _RECOVERY_ROW}},
                 },
                 C.DIM_GENERALIZATION: {
                     "type": "object",
