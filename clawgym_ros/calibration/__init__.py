@@ -1,0 +1,15 @@
+"""Sim-to-real calibration: fit the simulator's physical parameters to a recorded robot log.
+
+Pieces (pure cores, no rclpy):
+
+* :mod:`.params` - the parameters that can be fitted (name, nominal value, bounds, unit);
+* :mod:`.log` - a recorded robot log (MCAP file or rosbag2 folder) read into arrays, and the
+  package's writer of such logs;
+* :mod:`.excitation` - smooth, seeded multi-sine joint targets within joint and velocity
+  limits, checked collision-free (what to send the robot while recording);
+* :mod:`.replay` - the recorded commands replayed in MuJoCo at given parameter values;
+* :mod:`.twin` - a stand-in real robot (MuJoCo with hidden parameter offsets, latency, encoder
+  bias and sensor noise) that records such a log, for tests and benchmarks;
+* :mod:`.fit` - multi-start bounded least squares, intervals and identifiability;
+* :mod:`.artifact` - the ``calibration`` artifact (values, intervals, RMSE, HTML page).
+"""

@@ -1,0 +1,245 @@
+"""Replay a recorded log's commands in MuJoCo at given parameter values.
+
+The model is the scene's (``clawgym_ros.sim.scene.build_spec``) plus one joint-actuator-force
+sensor per arm joint (the effort a joint state reports). The replay starts from the log's
+first joint state (and first object poses), applies the recorded commands as the arm's
+position + velocity servo targets - each from its stamp plus the command latency, held until
+the next (a physics step straddling a switch gets the time average, so the simulated motion
+is smooth in the latency) - and returns positions, velocities and efforts at the joint state
+stamps (linear interpolation between physics steps). The fingers hold their first recorded
+opening. Rollouts run in C (``mujoco.rollout``), several parameter sets in one batch.
+
+When the log's objects never move (no object pose topic, or every object within 1 mm of its
+start), contacts are switched off: the excitation is collision-free, and a replay is then
+about 3x faster; object mass has no effect on such a log, which the fit reports as "not
+excited".
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from clawgym_ros import constants as C
+from clawgym_ros.calibration.log import LogError, RobotLog
+from clawgym_ros.calibration.params import BIAS_PREFIX, PARAMS
+
+#: objects that moved less than this (m) count as still
+STILL_M = 1e-3
+
+
+def build_model(scene_name: str = C.SCENE_TABLETOP, timestep: float | None = None,
+                objects: bool = True) -> Any:
+    """The scene's MjModel with a ``<joint>_effort`` sensor (jointactuatorfrc) per arm joint."""
+    import mujoco
+
+    from clawgym_ros.sim import scene as S
+
+    scene = S.load_scene(scene_name)
+    if not objects:
+        scene = dataclasses.replace(scene, objects=())
+    spec = S.build_spec(scene)
+    if timestep is not None:
+        spec.option.timestep = timestep
+    for joint in C.ARM_JOINTS:
+        spec.add_sensor(name=f"{joint}_effort", type=mujoco.mjtSensor.mjSENS_JOINTACTFRC,
+                        objtype=mujoco.mjtObj.mjOBJ_JOINT, objname=joint)
+    return spec.compile()
+
+
+class ModelParams:
+    """Sets a model's physical parameters (``params.PHYSICS`` kinds) relative to its defaults."""
+
+    def __init__(self, model: Any) -> None:
+        import mujoco
+
+        m = model
+        self.arm_dof = np.array([m.jnt_dofadr[m.joint(n).id] for n in C.ARM_JOINTS])
+        arm_ids = {m.joint(n).id for n in C.ARM_JOINTS}
+        self.arm_act = np.array([a for a in range(m.nu) if m.actuator_trnid[a, 0] in arm_ids])
+        free = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
+        self.object_bodies = np.array([m.jnt_bodyid[j] for j in free], dtype=int)
+        self.defaults = {k: getattr(m, k).copy() for k in (
+            "dof_frictionloss", "dof_damping", "dof_armature", "actuator_gainprm",
+            "actuator_biasprm", "body_mass", "body_inertia")}
+
+    def apply(self, model: Any, values: Mapping[str, float]) -> None:
+        """Set ``model``'s fields from the defaults and ``values`` (missing = nominal)."""
+        dft = self.defaults
+        for key, arr in dft.items():
+            getattr(model, key)[:] = arr
+        v = {n: values.get(n, PARAMS[n].nominal) for n in PARAMS}
+        dof = self.arm_dof
+        model.dof_frictionloss[dof] = v["joint_friction"]
+        model.dof_damping[dof] = dft["dof_damping"][dof] * v["damping_scale"]
+        model.dof_armature[dof] = dft["dof_armature"][dof] * v["armature_scale"]
+        act = self.arm_act
+        g = v["actuator_gain_scale"]
+        model.actuator_gainprm[act, 0] = dft["actuator_gainprm"][act, 0] * g
+        model.actuator_biasprm[act, 1:3] = dft["actuator_biasprm"][act, 1:3] * g
+        b = self.object_bodies
+        model.body_mass[b] = dft["body_mass"][b] * v["object_mass_scale"]
+        model.body_inertia[b] = dft["body_inertia"][b] * v["object_mass_scale"]
+
+
+@dataclasses.dataclass
+class Prediction:
+    """Simulated arm joint readings at the log's joint state stamps (no encoder bias)."""
+
+    position: np.ndarray   # (N, 7)
+    velocity: np.ndarray   # (N, 7)
+    effort: np.ndarray     # (N, 7)
+
+
+def objects_moved(log: RobotLog) -> float:
+    """Largest displacement (m) of any object from its first recorded pose (0 without poses)."""
+    if len(log.object_t) < 2 or log.object_poses.shape[1] == 0:
+        return 0.0
+    p = log.object_poses[:, :, :3]
+    return float(np.linalg.norm(p - p[:1], axis=2).max())
+
+
+class Replay:
+    """A log ready to replay (see the module docstring).
+
+    Args:
+        log: the recorded log.
+        scene: scene name the robot is modelled by.
+        threads: rollout threads (batches of parameter sets run in parallel).
+
+    Raises:
+        LogError: the log's joints or objects do not fit the scene's robot.
+    """
+
+    def __init__(self, log: RobotLog, scene: str = C.SCENE_TABLETOP, threads: int = 2) -> None:
+        import mujoco
+
+        self.mujoco = mujoco
+        self.log = log
+        self.moved = objects_moved(log)
+        self.contacts = self.moved > STILL_M
+        self.model = build_model(scene, objects=self.contacts)
+        if not self.contacts:
+            self.model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+        m = self.model
+        self.params = ModelParams(m)
+        self.dt = float(m.opt.timestep)
+        self.cols = log.arm()
+        self.cmd_cols = _cmd_columns(log)
+        self.s = log.t - log.t[0]
+        self.nstep = int(np.ceil(self.s[-1] / self.dt)) + 2
+        self.threads = max(1, threads)
+        self.datas = [mujoco.MjData(m) for _ in range(self.threads)]
+        self.initial = self._initial_state(scene)
+        # command values (arm targets, arm velocities) and their running integral
+        self.cmd_s = log.cmd_t - log.t[0]
+        self.cmd_u = np.concatenate([log.cmd_position[:, self.cmd_cols],
+                                     log.cmd_velocity[:, self.cmd_cols]], axis=1)
+        steps = np.diff(self.cmd_s)[:, None] * self.cmd_u[:-1]
+        self.cmd_int = np.concatenate([np.zeros((1, 14)), np.cumsum(steps, axis=0)])
+        sens = [m.sensor(f"{j}_effort").adr[0] for j in C.ARM_JOINTS]
+        self.sens = np.array(sens, dtype=int)
+        self.state_spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+        self.qpos_off = 1
+        self.qvel_off = 1 + m.nq
+        self.arm_q = np.array([m.jnt_qposadr[m.joint(n).id] for n in C.ARM_JOINTS])
+        self.arm_v = np.array([m.jnt_dofadr[m.joint(n).id] for n in C.ARM_JOINTS])
+
+    def _initial_state(self, scene_name: str) -> np.ndarray:
+        from clawgym_ros.sim import scene as S
+
+        mujoco, m, log = self.mujoco, self.model, self.log
+        d = mujoco.MjData(m)
+        d.qpos[:] = m.qpos0
+        q0 = log.position[0]
+        v0 = np.nan_to_num(log.velocity[0])
+        for k, name in enumerate(C.ARM_JOINTS):
+            j = m.joint(name).id
+            d.qpos[m.jnt_qposadr[j]] = q0[self.cols[k]]
+            d.qvel[m.jnt_dofadr[j]] = v0[self.cols[k]]
+        scene = S.load_scene(scene_name)
+        fingers = [log.joint_names.index(n) for n in C.GRIPPER_JOINTS if n in log.joint_names]
+        width = (q0[fingers] if len(fingers) == 2 else
+                 np.full(2, scene.robot.gripper_home / 2))
+        for k, name in enumerate(C.GRIPPER_JOINTS):
+            d.qpos[m.jnt_qposadr[m.joint(name).id]] = width[k]
+        self.finger_ctrl = np.asarray(width, dtype=np.float64)
+        if self.contacts:
+            names = [o.name for o in scene.objects]
+            if log.object_poses.shape[1] != len(names):
+                raise LogError(f"{log.source}: {C.TOPIC_OBJECT_POSES} has "
+                               f"{log.object_poses.shape[1]} poses per message, scene "
+                               f"{scene.name} has {len(names)} objects ({', '.join(names)})")
+            for i, name in enumerate(names):
+                adr = m.jnt_qposadr[m.joint(f"{name}_joint").id]
+                d.qpos[adr:adr + 7] = log.object_poses[0, i]
+        mujoco.mj_forward(m, d)
+        out = np.empty(mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_FULLPHYSICS))
+        mujoco.mj_getState(m, d, out, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+        return out
+
+    def controls(self, latency: float) -> np.ndarray:
+        """(nstep, nu) controls: each physics step's time average of the delayed commands."""
+        edges = np.arange(self.nstep + 1) * self.dt - latency
+        integral = self._integral(edges)
+        arm = np.diff(integral, axis=0) / self.dt
+        ctrl = np.empty((self.nstep, self.model.nu))
+        ctrl[:, :14] = arm
+        ctrl[:, 14:16] = self.finger_ctrl
+        return ctrl
+
+    def _integral(self, x: np.ndarray) -> np.ndarray:
+        """The integral from the first command of the held command signal, at times ``x``
+        (before the first command: the first command held)."""
+        s, u, cum = self.cmd_s, self.cmd_u, self.cmd_int
+        k = np.clip(np.searchsorted(s, x, side="right") - 1, 0, len(s) - 1)
+        return cum[k] + (x - s[k])[:, None] * u[k]
+
+    def run(self, batch: Sequence[Mapping[str, float]]) -> list[Prediction]:
+        """Simulate each parameter set of ``batch`` (values by name; missing = nominal)."""
+        models, controls = [], []
+        for values in batch:
+            model = copy.copy(self.model)
+            self.params.apply(model, values)
+            models.append(model)
+            controls.append(self.controls(float(values.get("command_latency_s", 0.0))))
+        from mujoco import rollout
+
+        state, sensordata = rollout.rollout(
+            models, self.datas[:min(self.threads, len(models))], self.initial[None],
+            np.stack(controls), nstep=self.nstep)
+        return [self._sample(state[b], sensordata[b]) for b in range(len(models))]
+
+    def _sample(self, state: np.ndarray, sensordata: np.ndarray) -> Prediction:
+        q = np.concatenate([self.initial[None, self.qpos_off + self.arm_q],
+                            state[:, self.qpos_off + self.arm_q]])
+        v = np.concatenate([self.initial[None, self.qvel_off + self.arm_v],
+                            state[:, self.qvel_off + self.arm_v]])
+        e = sensordata[:, self.sens]
+        x = self.s / self.dt
+        i = np.minimum(np.floor(x).astype(int), len(e) - 2)
+        f = (x - i)[:, None]
+
+        def interp(a: np.ndarray) -> np.ndarray:
+            return a[i] * (1 - f) + a[i + 1] * f
+
+        return Prediction(position=interp(q), velocity=interp(v), effort=interp(e))
+
+
+def _cmd_columns(log: RobotLog) -> np.ndarray:
+    missing = [n for n in C.ARM_JOINTS if n not in log.cmd_names]
+    if missing:
+        raise LogError(f"{log.source}: {C.TOPIC_JOINT_TRAJECTORY} commands joints "
+                       f"{list(log.cmd_names)[:9]}, not this robot's: missing "
+                       f"{', '.join(missing)} (expected {', '.join(C.ARM_JOINTS)})")
+    return np.array([log.cmd_names.index(n) for n in C.ARM_JOINTS], dtype=int)
+
+
+def observe(pred: Prediction, values: Mapping[str, float]) -> np.ndarray:
+    """Reported positions: the simulated ones plus each joint's encoder bias."""
+    bias = np.array([values.get(BIAS_PREFIX + j, 0.0) for j in C.ARM_JOINTS])
+    return pred.position + bias
