@@ -185,3 +185,26 @@ def test_clearance_certificates_hold_at_their_edge(wall, padding):
                 assert chk.is_valid(q + step), (q, step)
                 certified += 1
     assert certified > 300
+
+
+def test_walk_finds_the_first_invalid_state_behind_a_look_ahead_probe(wall):
+    """The walk logic against a synthetic world (invalid where 0.50 <= x < 0.51 on joint 1)
+    with exact clearance certificates: probes placed ahead must not skip the thin bad band,
+    and the first invalid state is the one reported."""
+    chk = _checker(wall)
+    band = (0.50, 0.51)
+
+    def probe(q):
+        x = float(q[0])
+        gap = band[0] - x if x < band[0] else (x - band[1] if x >= band[1] else 0.0)
+        return np.eye(7)[:1], np.array([gap])
+
+    def exact(q):
+        return not band[0] <= float(q[0]) < band[1]
+
+    chk._probe, chk.is_valid = probe, exact
+    for stop in (0.49, 0.505, 1.0):
+        states = np.zeros((int(round(stop / 0.002)) + 1, 7))
+        states[:, 0] = np.linspace(0.0, stop, len(states))
+        first = next((k for k, q in enumerate(states) if not exact(q)), -1)
+        assert chk._certified_walk(states) == first

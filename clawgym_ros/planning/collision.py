@@ -40,6 +40,10 @@ LIMIT_TOL = 1e-9
 #: Clearance probes report contacts closer than padding + this (m).
 PROBE_MARGIN = 0.12
 #: A probe certifies states whose point displacement bound is below this share of its clearance.
+#: A probe goes this share of its predecessor's span of certified states ahead of the first
+#: state not yet known valid (measured on 30 bench paths: 0 -> 127 probes a path, 0.4 -> 88,
+#: 0.5 -> 97, 0.65 -> 133).
+AHEAD = 0.4
 CERTIFY_SHARE = 0.9
 #: Clearances below this (m) certify nothing: the state is checked exactly instead. Also taken
 #: off every probed distance (MuJoCo's convex distances are iterative; see PROBE_CCD).
@@ -574,11 +578,22 @@ class CollisionChecker:
         return -1 if outside.size == 0 else int(seg[outside[0]])
 
     def _certified_walk(self, states: np.ndarray, chunk: int = 64) -> int:
-        """Index of the first invalid state of ``states`` (all within limits), or -1."""
-        k, total = 0, len(states)
+        """Index of the first invalid state of ``states`` (all within limits), or -1.
+
+        States before ``k`` are known valid. A probe goes AHEAD x its predecessor's span ahead
+        of ``k`` (a certificate holds in every direction) and counts only when it also covers
+        the states back to ``k``; otherwise the next probe goes to ``k`` itself. A state
+        is declared invalid only by the exact check, at ``k``."""
+        k, total, ahead = 0, len(states), 0
         while k < total:
-            q = states[k]
+            j = min(k + ahead, total - 1)
+            q = states[j]
             rows, gaps = self._probe(q)
+            limit = CERTIFY_SHARE * gaps
+            if j > k and (gaps.min() <= 0.0 or np.any(
+                    np.abs(states[k:j] - q) @ rows.T >= limit)):
+                ahead = 0                       # too far ahead: probe at the frontier
+                continue
             if gaps.min() <= 0.0:
                 self._probe_mode(False)
                 try:
@@ -589,8 +604,8 @@ class CollisionChecker:
                     return k
                 k += 1
                 continue
-            limit = CERTIFY_SHARE * gaps
-            k += 1
+            start = k
+            k = j + 1
             while k < total:
                 moved = np.abs(states[k:k + chunk] - q) @ rows.T
                 beyond = np.flatnonzero(np.any(moved >= limit, axis=1))
@@ -598,6 +613,7 @@ class CollisionChecker:
                     k += int(beyond[0])
                     break
                 k += chunk
+            ahead = int((min(k, total) - start) * AHEAD)
         return -1
 
 
