@@ -36,6 +36,7 @@ COMMANDS: tuple[str, ...] = (
     "synth",
     "loop",
     "ablate",
+    "calibrate",
 )
 
 EXIT_USER_ERROR = 2
