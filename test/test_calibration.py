@@ -109,3 +109,28 @@ def test_twin_log_reads_back_and_a_rosbags_written_log_reads_the_same(short_log,
     assert len(other.object_t) == 0     # optional topic left out
 
 
+
+
+def test_cli_writes_the_excitation_and_a_twin_log(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    def clawgym(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "clawgym_ros.cli", "calibrate", *args],
+                              capture_output=True, text=True, timeout=300)
+
+    done = clawgym("--write-excitation", str(tmp_path / "exc.json"), "--seed", "6",
+                   "--duration", "12")
+    assert done.returncode == 0, done.stderr
+    data = json.loads((tmp_path / "exc.json").read_text())
+    expected = make_excitation(ExcitationConfig(seed=6, duration_s=12.0))
+    assert data["joint_names"] == list(C.ARM_JOINTS)
+    assert np.array_equal(np.array(data["positions"]), expected.position)
+    assert np.array_equal(np.array(data["velocities"]), expected.velocity)
+    done = clawgym("--write-twin", str(tmp_path / "twin.mcap"), "--seed", "6",
+                   "--duration", "12")
+    assert done.returncode == 0, done.stderr
+    log = read_log(tmp_path / "twin.mcap")
+    assert np.array_equal(log.cmd_position, expected.position)
+    assert log.duration == pytest.approx(12.0)

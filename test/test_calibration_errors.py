@@ -80,4 +80,6 @@ def test_bad_input_is_one_line_exit_2_and_nothing_committed(tmp_path):
     bounds.write_text("damping_scale: [3.0, 0.5]\n")
     refused("--bag", str(good), "--bounds", str(bounds), needle="allowed: low < high")
     refused("--bag", str(good), "--scene", "outdoor", needle="--scene='outdoor' is invalid")
+    refused("--seed", "2", needle="give exactly one of --bag (fit a log), --write-excitation "
+            "or --write-twin")
     assert not run.exists() or not (run / "artifacts" / "calibration").exists()
