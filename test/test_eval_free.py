@@ -55,7 +55,9 @@ def test_free_running_episodes_are_watched_and_scored(tmp_path):
     assert [r.index for r in results] == [s.index for s in specs]
     for r in results:
         assert r.stages == ("reach", "grasp", "lift")
-        assert 0 < r.duration_s <= 250 * 0.02 + 1e-9
+        # Ended at the first sample at or past the limit (a loaded simulator publishes only
+        # the last of the steps it catches up on; best effort may drop a sample).
+        assert 0 < r.duration_s <= 250 * 0.02 + 0.2
         assert r.success == (r.stages_reached == r.stages)
     assert sum(r.success for r in results) >= 2
     latency = info["latency"]
@@ -104,9 +106,11 @@ def test_free_running_torch_checkpoint_in_a_task_world(tmp_path):
     specs = _specs(2)
     results, info = run_free_graph(specs, ckpt, str(root), 60, log_dir=tmp_path / "logs",
                                    world="task")
+    seen = ([(r.success, r.duration_s, r.stages_reached) for r in results], info)
     for r in results:
-        assert r.stages == ("reach", "grasp", "lift", "transport", "place", "release")
-        assert not r.success and r.duration_s == pytest.approx(60 * 0.02, abs=1e-6)
-        assert max(r.series.tool_speed) > 0.01   # the arm moved under the policy's commands
-    assert info["latency"]["first_of_episode"]["n"] == 2
-    assert info["latency"]["steady"]["n"] > 20
+        assert r.stages == ("reach", "grasp", "lift", "transport", "place", "release"), seen
+        assert not r.success and 60 * 0.02 - 0.1 <= r.duration_s <= 60 * 0.02 + 0.2, seen
+        # The arm moved under the policy's commands.
+        assert max(r.series.tool_speed) > 0.01, seen
+    assert info["latency"]["first_of_episode"]["n"] == 2, seen
+    assert info["latency"]["steady"]["n"] > 20, seen
