@@ -442,3 +442,23 @@ def test_a_registered_image_policy_is_refused_without_images_by_its_declared_nee
     from clawgym_ros.evaluation.rollout import PolicySource
 
     assert not uses_image(PolicySource.parse(POLICY).load())
+
+
+def test_ros_mode_refuses_a_family_it_cannot_reproduce(tmp_path):
+    """A disturbance cell (mid-episode events, in-process only) in ros mode: one line naming
+    the family and those ROS mode runs, before anything starts (it used to run unperturbed
+    under the family's name)."""
+    pytest.importorskip("rclpy")
+    from clawgym_ros.errors import ConfigError
+    from clawgym_ros.evaluation.suites import expand, parse_suite
+    from clawgym_ros.ros_io.eval_graph import run_ros_graph
+
+    suite = parse_suite({"name": "dist", "seed": 0, "episodes_per_cell": 1,
+                         "tasks": [{"task": "pick_place", "templates": ["cube"]}],
+                         "cells": {"nominal": True, "sweeps": [
+                             {"family": "disturbance", "intensities": [1.0],
+                              "event": "object_drop"}]}}, "dist")
+    with pytest.raises(ConfigError, match="pick_place / disturbance.*lighting.*in-process "
+                                          "only"):
+        run_ros_graph(expand(suite), POLICY, "", 10, log_dir=tmp_path / "logs", world="task")
+    assert not (tmp_path / "logs").exists()

@@ -278,6 +278,23 @@ def needed_families(specs: Iterable[EpisodeSpec]) -> list[str]:
     return [f for f in INTERPOSERS if f in used and f in HOLD_FAMILIES]
 
 
+def check_ros_families(specs: Iterable[EpisodeSpec]) -> None:
+    """Refuse specs of a perturbation family the ROS graph cannot reproduce (no interposer and
+    no sim_node service applies it, e.g. ``disturbance``: in-process only), before anything
+    starts; such an episode would otherwise run unperturbed under its family's name.
+
+    Raises:
+        ConfigError: naming the family and those ROS mode runs.
+    """
+    for spec in specs:
+        for family in spec.families:
+            if family not in INTERPOSERS:
+                raise ConfigError("suite", f"{spec.task} / {family}",
+                                  "perturbation families ROS mode reproduces: "
+                                  + ", ".join(INTERPOSERS) + f" ({family} runs in-process "
+                                  "only: --mode in_process)")
+
+
 def world_name(spec: EpisodeSpec, world: str) -> str:
     """What ``sim/reset`` loads for ``spec`` in the resolved ``world`` (``task`` or ``scene``):
     ``<task>/<template>``, ``<task>`` (no template: one drawn per reset) or the bare scene."""

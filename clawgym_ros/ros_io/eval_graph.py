@@ -93,8 +93,11 @@ def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log
     import rclpy
 
     from clawgym_ros.evaluation.rollout import WORLD_SCENE, resolve_world, scene_of
+    from clawgym_ros.evaluation.ros_mode import check_ros_families
     from clawgym_ros.ros_io.eval_lockstep import LockstepEvaluator
     from clawgym_ros.ros_io.lean_executor import executor_for
+
+    check_ros_families(specs)
 
     # Checked before anything starts: a world a task cannot run in fails here, as in-process
     # (the bare scene world scores arm tasks only; graph_processes refuses mixed scenes).
