@@ -324,6 +324,20 @@ def test_an_evaluated_episode_records_the_disturbance_and_its_recovery():
                                    intensity=1.0, schedule="constant",
                                    seed=records.index(hit[0]), perturbation_seed=11))
     assert again == hit[0] and again.to_dict() == hit[0].to_dict()
+    # The replanning baseline re-picks the dropped object: lift regained, steps counted.
+    runner = Runner(PolicySource.parse("scripted:pick_place:grasp_height=0.015,replan=1"
+                                       ).load(),
+                    RolloutOptions(world="task", max_steps=420, failure_states=False))
+    regained = []
+    for seed in [records.index(r) for r in hit]:
+        r = runner.run(EpisodeSpec(index=0, task="pick_place", template="cube", split="train",
+                                   family="disturbance", families=("disturbance",),
+                                   intensity=1.0, schedule="constant", seed=seed,
+                                   perturbation_seed=11))
+        assert r.recovery["disturbed"] and r.recovery["lost_stage"] == "lift"
+        regained.append(r.recovery["steps_to_recover"])
+    assert sum(s is not None for s in regained) >= len(regained) / 2, regained
+    assert all(s is None or 0 < s < 300 for s in regained)
 
 
 def _expert_episodes(n: int, event: str = "object_drop", replans: int | None = None,

@@ -47,7 +47,7 @@ WORLD_SCENE = "scene"
 WORLDS: tuple[str, ...] = (WORLD_AUTO, WORLD_TASK, WORLD_SCENE)
 POLICY_SCRIPTED = "scripted"
 #: Keyword options of the scripted baseline (``scripted:<task>:name=value,...``).
-SCRIPTED_OPTIONS = ("target", "align_yaw", "speed_steps", "grasp_height")
+SCRIPTED_OPTIONS = ("target", "align_yaw", "speed_steps", "grasp_height", "replan")
 POLICY_CHECKPOINT = "checkpoint"
 #: Joint positions beyond the URDF limits by more than this count as a violation (rad or m).
 LIMIT_SLACK = 1e-3
@@ -134,7 +134,7 @@ class PolicySource:
                 if key not in allowed:
                     raise ConfigError(f"policy option {key}", value, "one of " + ", ".join(
                         allowed))
-                kwargs[key] = (bool(value) if key == "align_yaw" else
+                kwargs[key] = (bool(value) if key in ("align_yaw", "replan") else
                                int(value) if key in ("target", "speed_steps") else value)
             return ScriptedPick(**kwargs)
         import torch

@@ -95,13 +95,23 @@ class ScriptedPick:
         speed_steps: control steps of the approach move.
         grasp_height: tool height above the object's centre when closing (m); high values
             pinch only the top of the object and slip more often.
+        replan: closed loop from the close phase on: when the object is no longer between
+            the fingers (its centre more than :data:`REPLAN_GAP` from the tool, by forward
+            kinematics of ``joint_pos``: knocked out, displaced or slipped), plan again from
+            the current joints and object pose (open, approach, descend, close, lift), at most
+            :data:`MAX_REPLANS` times per episode. Off by default: the baseline's episodes
+            (and the reports holding them) stay as they were.
     """
+
+    #: Object centre to tool distance (m) beyond which a replanning baseline re-picks.
+    REPLAN_GAP = 0.06
+    MAX_REPLANS = 3
 
     #: Script phases in control steps: approach, descend, close, lift.
     DESCEND, CLOSE, LIFT = 20, 15, 30
 
     def __init__(self, target: int = 0, align_yaw: bool = False, speed_steps: int = 40,
-                 grasp_height: float = 0.005) -> None:
+                 grasp_height: float = 0.005, replan: bool = False) -> None:
         import mujoco
 
         from clawgym_ros.sim import scene as S
@@ -112,6 +122,7 @@ class ScriptedPick:
         self.align_yaw = align_yaw
         self.approach = int(speed_steps)
         self.grasp_height = float(grasp_height)
+        self.replan = bool(replan)
         scene = S.load_scene(C.SCENE_TABLETOP)
         self.model = S.build_model(C.SCENE_TABLETOP)
         self.data = mujoco.MjData(self.model)
@@ -127,18 +138,20 @@ class ScriptedPick:
     def reset(self) -> None:
         """Forget the episode's plan."""
         self.step = 0
+        self.replans = 0
         self.plan: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def open_loop_steps(self) -> int:
         """Once planned (from the first observation), every later action comes from the plan:
-        the whole episode is open loop; before that, none."""
-        return 0 if self.plan is None else OPEN_LOOP_HORIZON
+        the whole episode is open loop; before that, none (and never when replanning)."""
+        return 0 if self.plan is None or self.replan else OPEN_LOOP_HORIZON
 
     def act(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The next joint target and gripper width."""
-        if self.plan is None:
+        if self.plan is None or self._lost(obs):
             self.plan = self._make_plan(np.asarray(obs[C.OBS_JOINT_POS], dtype=float),
                                         np.asarray(obs[C.OBS_OBJECT_POSES], dtype=float))
+            self.step = 0
         start, pre, grasp = self.plan
         k = self.step
         self.step += 1
@@ -154,6 +167,20 @@ class ScriptedPick:
             s = min(1.0, (k - a - d - c + 1) / self.LIFT)
             q, width = grasp + (pre - grasp) * s, 0.0
         return {C.ACT_JOINT_TARGET: q.copy(), C.ACT_GRIPPER: np.array([width])}
+
+    def _lost(self, obs: Mapping[str, Any]) -> bool:
+        """Replanning only: past the descent, the object is no longer at the tool."""
+        if not self.replan or self.plan is None or self.replans >= self.MAX_REPLANS or \
+                self.step < self.approach + self.DESCEND:
+            return False
+        mj, m, d, idx = self._mj, self.model, self.data, self.index
+        d.qpos[idx.arm_qpos] = np.asarray(obs[C.OBS_JOINT_POS], dtype=float)
+        mj.mj_kinematics(m, d)
+        obj = np.asarray(obs[C.OBS_OBJECT_POSES], dtype=float)[self.target, :3]
+        if float(np.linalg.norm(d.site_xpos[idx.tool_site] - obj)) <= self.REPLAN_GAP:
+            return False
+        self.replans += 1
+        return True
 
     # ------------------------------------------------------------------ planning
     def _make_plan(self, q0: np.ndarray, poses: np.ndarray
