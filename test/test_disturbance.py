@@ -293,6 +293,20 @@ def test_eval_cli_refuses_an_unsupported_disturbance_with_one_line(tmp_path, cap
     assert not (out / "artifacts").exists() or not any((out / "artifacts").rglob("*.json"))
 
 
+def test_ros_mode_refuses_a_family_it_cannot_apply(tmp_path, capsys):
+    """The ROS graph has no disturbance interposer: refused before anything starts, rather
+    than run undisturbed under the family's name."""
+    from clawgym_ros.evaluation.config import EvalConfig
+    from clawgym_ros.evaluation.rollout import PolicySource
+    from clawgym_ros.evaluation.run import run_evaluation
+
+    _, path = _load(tmp_path, BASE)
+    with pytest.raises(ConfigError, match="disturbance runs in_process only"):
+        run_evaluation(EvalConfig(suite=str(path), seed=0, mode="ros"),
+                       PolicySource.parse("scripted:pick_place"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
 # ------------------------------------------------------------------ episodes (real physics)
 def test_an_evaluated_episode_records_the_disturbance_and_its_recovery():
     """In-process evaluation of the scripted pick-and-lift baseline in a disturbance cell:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clawgym_ros import constants as C
+from clawgym_ros.errors import ConfigError
 from clawgym_ros.evaluation.config import EvalConfig
 from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
 from clawgym_ros.evaluation.suites import expand, load_suite
@@ -62,6 +63,16 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
 
         results = run_specs(source, specs, cfg.workers, options, progress, cancel, pool)
     else:
+        from clawgym_ros.perturbations import interposer_nodes
+
+        # A family the ROS graph cannot apply (no interposer node, e.g. disturbance) would run
+        # its cells unperturbed under the family's name.
+        for spec in specs:
+            missing = [f for f in spec.families if f not in interposer_nodes()]
+            if missing:
+                raise ConfigError("suite", cfg.suite, f"cells with families that run over ROS "
+                                  f"(with an interposer node) for --mode ros; {missing[0]} "
+                                  "runs in_process only")
         from clawgym_ros.ros_io.eval_graph import run_ros_graph
 
         # sim_node loads each episode's task world (or the bare scene), as in-process.
