@@ -186,3 +186,14 @@ def test_execution_tracks_within_0_02_rad_without_touching_obstacles(scene, plan
         tool = data.site_xpos[model.site(C.FRAME_TOOL).id]
         assert np.linalg.norm(tool - goal.position) < 0.01
         planner.set_scene_qpos(data.qpos.copy())
+
+
+def test_joint_states_of_the_gripper_reach_the_planning_scene(scene):
+    """set_joint_positions (planner_node's joint_states) moves the fingers in the collision
+    scene too; a numpy joint type compared with mjtJoint members by 'in' had skipped them."""
+    model, _, qpos = scene
+    planner = OmplPlanner(model, scene_qpos=qpos)
+    adr = model.jnt_qposadr[model.joint(C.GRIPPER_JOINTS[0]).id]
+    planner.set_joint_positions({C.GRIPPER_JOINTS[0]: 0.013, C.ARM_JOINTS[0]: 0.2})
+    assert planner.checker.scene_qpos[adr] == 0.013
+    assert planner.current[0] == 0.2

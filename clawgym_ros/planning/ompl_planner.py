@@ -201,8 +201,9 @@ class OmplPlanner(Planner):
                 self.current[self._joints.index(name)] = float(value)
             else:
                 jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
-                if jid >= 0 and model.jnt_type[jid] in (mujoco.mjtJoint.mjJNT_HINGE,
-                                                        mujoco.mjtJoint.mjJNT_SLIDE):
+                # int(): a numpy int is never 'in' a tuple of mjtJoint members
+                if jid >= 0 and int(model.jnt_type[jid]) in (int(mujoco.mjtJoint.mjJNT_HINGE),
+                                                             int(mujoco.mjtJoint.mjJNT_SLIDE)):
                     scene[model.jnt_qposadr[jid]] = float(value)
         self.checker.set_scene_qpos(scene)
         self.ik.set_scene_qpos(scene)
