@@ -293,6 +293,20 @@ def test_eval_cli_refuses_an_unsupported_disturbance_with_one_line(tmp_path, cap
     assert not (out / "artifacts").exists() or not any((out / "artifacts").rglob("*.json"))
 
 
+def test_synth_refuses_a_disturbance_mixture_the_task_does_not_support(tmp_path, capsys):
+    from clawgym_ros.cli import main
+
+    mix = tmp_path / "mix.yaml"
+    mix.write_text("mixture:\n  - {task: peg_insert, family: disturbance, intensity: 1.0}\n")
+    out = tmp_path / "run"
+    assert main(["synth", "--mixture", str(mix), "--task", "peg_insert", "--episodes", "2",
+                 "--seed", "0", "--workers", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("mixture[0].disturbance.event='object_drop' is invalid; allowed: "
+                        "none: task peg_insert supports no disturbance"), err
+    assert len(err.splitlines()) == 1 and not out.exists()
+
+
 def test_ros_mode_refuses_a_family_it_cannot_apply(tmp_path, capsys):
     """The ROS graph has no disturbance interposer: refused before anything starts, rather
     than run undisturbed under the family's name."""

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from clawgym_ros import constants as C
 from clawgym_ros.artifacts import Artifact, ArtifactStore
 from clawgym_ros.config import check_int
 from clawgym_ros.synthesis.mixture import MixtureSpec, load_mixture, plan_episodes
@@ -69,10 +70,14 @@ def synthesize(request: SynthRequest, progress: ProgressCallback | None = None,
 
     mixture = request.mixture
     assert mixture is not None
-    for cell in mixture.cells:
+    for i, cell in enumerate(mixture.cells):
         task = get_task(cell.task)
         if cell.template:
             task.template(cell.template)
+        if cell.family == C.FAMILY_DISTURBANCE:     # the task must support the event
+            from clawgym_ros.perturbations.disturbance import DisturbanceConfig, check_event
+
+            check_event(DisturbanceConfig().event, task, f"mixture[{i}].disturbance.event")
     options: dict[str, Any] = dict(request.options)
     if request.images:
         options["images"] = True
