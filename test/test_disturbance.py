@@ -266,6 +266,15 @@ def test_suites_name_the_family_and_its_event_and_refuse_unsupported_ones(tmp_pa
         assert fragment in str(info.value) and str(tmp_path / "s.yaml") in str(info.value)
 
 
+def test_the_shipped_disturbance_suite_loads():
+    from clawgym_ros.evaluation.suites import expand, load_suite
+
+    suite = load_suite("disturbance")
+    cells = {(c.label, c.event) for c in suite.cells}
+    assert cells == {("none", ""), ("disturbance", "object_drop")}
+    assert len(expand(suite)) == 80
+
+
 def test_a_family_registered_after_suites_were_imported_is_accepted(tmp_path, monkeypatch):
     from clawgym_ros.evaluation.suites import parse_suite
 
