@@ -180,11 +180,13 @@ OBS_MODE_STATE = "state"             # one float32 vector of the state keys
 OBS_MODES: tuple[str, ...] = (OBS_MODE_DICT, OBS_MODE_STATE)
 REWARD_DENSE = "dense"               # task progress in [0, 1] (default with a Box action)
 REWARD_STAGES = "stages"             # number of stages reached (default with the dict)
-REWARD_MODES: tuple[str, ...] = (REWARD_DENSE, REWARD_STAGES)
+REWARD_SHAPED = "shaped"             # weighted stage-wise terms (clawgym_ros.tasks.rewards)
+REWARD_MODES: tuple[str, ...] = (REWARD_DENSE, REWARD_STAGES, REWARD_SHAPED)
 #: info keys of the RL interface: this step's action was outside [-1, 1] (and clipped); how
 #: many steps of this episode were
 INFO_ACTION_CLIPPED = "action_clipped"
 INFO_CLIPPED_STEPS = "clipped_steps"
+INFO_REWARD_TERMS = "reward_terms"   # reward_mode="shaped": the step's unweighted terms
 #: Gymnasium info keys of the perturbation wrappers: records on reset, activity per step, and
 #: the NavSatStatus of the GPS observation (-1 while an outage holds the last fix).
 INFO_PERTURBATIONS = "perturbations"

@@ -133,13 +133,14 @@ def test_reward_terms_reward_the_expert_over_random_and_stalled_actions(bc_run):
             total += reward
             done = terminated or truncated
         returns[name] = total
-        assert set(info["reward_terms"]) == {"progress", "success", "collision"}
+        assert set(info["reward_terms"]) == {"progress", "success", "collision", "force"}
     env.close()
     assert returns["bc"] > returns["random"], returns
 
 
 @pytest.mark.parametrize("case", ["no_from", "dataset_too", "unknown_option", "bad_value",
-                                  "layout", "residual_parent", "unknown_task"])
+                                  "layout", "residual_parent", "unknown_task",
+                                  "undeclared_reward_term"])
 def test_finetune_bad_input_is_one_line_and_commits_nothing(bc_run, case, capsys, syn_run):
     root, base_id = bc_run
     store = ArtifactStore(root)
@@ -157,6 +158,9 @@ def test_finetune_bad_input_is_one_line_and_commits_nothing(bc_run, case, capsys
     elif case == "bad_value":
         args += ["--from", base_id[:12], "--rl-option", "gamma=2"]
         expect = "gamma"
+    elif case == "undeclared_reward_term":
+        args += ["--from", base_id[:12], "--rl-option", "reward_weights={smile: 1}"]
+        expect = "reward_weights.smile"
     elif case == "unknown_task":
         args += ["--from", base_id[:12], "--task", "juggling"]
         expect = "juggling"

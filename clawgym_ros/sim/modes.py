@@ -33,7 +33,11 @@ float32 vector of the state keys in :data:`~clawgym_ros.constants.OBS_STATE_KEYS
 the others alphabetically (``metadata["obs_layout"]``: key and size of each part); ``state``
 refuses camera images.
 
-Reward modes: ``dense`` (default with a Box action): task progress in [0, 1],
+Reward modes: ``shaped``: the weighted stage-wise terms the task declares
+(:mod:`clawgym_ros.tasks.rewards`: progress as a potential difference, success, unintended
+contact, excess contact force; ``reward_weights={term: weight}`` overrides the task's
+defaults; ``info["reward_terms"]`` has the step's unweighted terms); ``dense`` (default with a
+Box action): task progress in [0, 1],
 ``(k + 1 - tanh(d / scale)) / n`` with ``k`` of ``n`` stages reached and ``d`` the distance (m)
 to the next stage that the task's tracker declares
 (:meth:`~clawgym_ros.tasks.base.StageTracker.stage_distance`; ``scale`` 0.1 m for arm tasks,
@@ -87,10 +91,12 @@ class EnvFactory:
         return self.env_class.metadata
 
     def __call__(self, control_mode: str | None = None, obs_mode: str = C.OBS_MODE_DICT,
-                 reward_mode: str | None = None, **kwargs: Any) -> gym.Env:
+                 reward_mode: str | None = None, reward_weights: Mapping[str, float] | None = None,
+                 **kwargs: Any) -> gym.Env:
         """The env built with ``kwargs``, in the given modes (see the module docstring)."""
         check_modes(None, control_mode, obs_mode, reward_mode)
-        return with_modes(self.env_class(**kwargs), control_mode, obs_mode, reward_mode)
+        return with_modes(self.env_class(**kwargs), control_mode, obs_mode, reward_mode,
+                          reward_weights)
 
     def __repr__(self) -> str:
         return f"EnvFactory({self.entry_point!r})"
@@ -114,7 +120,8 @@ def check_modes(is_arm: bool | None, control_mode: str | None, obs_mode: str,
 
 
 def with_modes(env: gym.Env, control_mode: str | None = None,
-               obs_mode: str = C.OBS_MODE_DICT, reward_mode: str | None = None) -> gym.Env:
+               obs_mode: str = C.OBS_MODE_DICT, reward_mode: str | None = None,
+               reward_weights: Mapping[str, float] | None = None) -> gym.Env:
     """``env`` (a ClawEnv with the Dict interface) in the given modes.
 
     Args:
@@ -123,6 +130,8 @@ def with_modes(env: gym.Env, control_mode: str | None = None,
             ``base_twist`` for the base).
         obs_mode: ``dict`` or ``state``.
         reward_mode: None = ``stages`` with ``control_mode="dict"``, else ``dense``.
+        reward_weights: with ``reward_mode="shaped"``: term -> weight overriding the task's
+            declared defaults.
 
     Returns:
         ``env`` itself for the Dict interface in full (dict actions, dict observations,
@@ -132,9 +141,12 @@ def with_modes(env: gym.Env, control_mode: str | None = None,
     check_modes(is_arm, control_mode, obs_mode, reward_mode)
     control = control_mode or (C.CONTROL_JOINT_DELTA if is_arm else C.CONTROL_BASE_TWIST)
     reward = reward_mode or (C.REWARD_STAGES if control == C.CONTROL_DICT else C.REWARD_DENSE)
+    if reward_weights and reward != C.REWARD_SHAPED:
+        raise ConfigError("reward_weights", dict(reward_weights),
+                          "only with reward_mode='shaped'")
     if (control, obs_mode, reward) == (C.CONTROL_DICT, C.OBS_MODE_DICT, C.REWARD_STAGES):
         return env
-    return ModeWrapper(env, control, obs_mode, reward)
+    return ModeWrapper(env, control, obs_mode, reward, reward_weights)
 
 
 class ModeWrapper(gym.Wrapper):
@@ -145,9 +157,14 @@ class ModeWrapper(gym.Wrapper):
         control_mode, obs_mode, reward_mode: resolved modes.
     """
 
-    def __init__(self, env: gym.Env, control_mode: str, obs_mode: str, reward_mode: str
-                 ) -> None:
+    def __init__(self, env: gym.Env, control_mode: str, obs_mode: str, reward_mode: str,
+                 reward_weights: Mapping[str, float] | None = None) -> None:
         super().__init__(env)
+        self._shaped = None
+        if reward_mode == C.REWARD_SHAPED and hasattr(env.unwrapped, "tracker"):
+            from clawgym_ros.tasks.rewards import StageReward
+
+            self._shaped = StageReward(env.unwrapped, reward_weights)
         backend = env.unwrapped.backend
         self.control_mode, self.obs_mode, self.reward_mode = control_mode, obs_mode, reward_mode
         self._arm = bool(backend.is_arm)
@@ -200,6 +217,8 @@ class ModeWrapper(gym.Wrapper):
         """Reset the env; the episode's clip count starts at 0."""
         obs, info = self.env.reset(seed=seed, options=options)
         self._clipped, self._broken = 0, False
+        if self._shaped is not None:
+            self._shaped.reset()
         self._remember(obs)
         return self._observation(obs), info
 
@@ -219,6 +238,10 @@ class ModeWrapper(gym.Wrapper):
         self._remember(obs)
         if self.reward_mode == C.REWARD_DENSE:
             reward = float(self.env.unwrapped.dense_reward())
+        elif self.reward_mode == C.REWARD_SHAPED:
+            reward = 0.0
+            if self._shaped is not None:
+                reward, info[C.INFO_REWARD_TERMS] = self._shaped.step(info)
         info[C.INFO_ACTION_CLIPPED] = clipped
         info[C.INFO_CLIPPED_STEPS] = self._clipped
         return self._observation(obs), float(reward), terminated, truncated, info

@@ -29,6 +29,7 @@ from clawgym_ros.sim import scene as S
 from clawgym_ros.sim.envs import ClawEnv
 from clawgym_ros.sim.mujoco_backend import MujocoBackend, MujocoConfig
 from clawgym_ros.tasks.base import StageTracker, Task, Template
+from clawgym_ros.tasks.rewards import DEFAULT_WEIGHTS
 
 #: Robot bodies allowed to touch task objects (grasping): the ``gripper`` contact group.
 GRIPPER_BODIES = ("gripper_hand", "gripper_left_finger", "gripper_right_finger")
@@ -74,6 +75,9 @@ class TaskEnv(ClawEnv):
     allowed_contacts: ClassVar[tuple[tuple[str, str], ...]] = (("gripper", "objects"),)
     #: distance scale (m) of the dense reward's in-stage progress (:meth:`dense_reward`)
     reward_scale: ClassVar[float] = 0.25
+    #: the stage-wise reward terms this task is scored on and their default weights
+    #: (:mod:`clawgym_ros.tasks.rewards`; ``reward_mode="shaped"`` and RL fine-tuning)
+    reward_weights: ClassVar[Mapping[str, float]] = DEFAULT_WEIGHTS
 
     def __init__(self, template: str = "", **kwargs: Any) -> None:
         self.task = self.task_cls()

@@ -10,16 +10,10 @@ MLP of :attr:`FinetuneConfig.hidden` with tanh, exactly the residual network of 
 checkpoint (the SB3 actor's weights are copied into it), so evaluation, the loop and
 policy_node run the fine-tuned policy through the same checkpoint path as any BC policy.
 
-Reward (named terms, weighted in :class:`FinetuneConfig`; each term's episode sum is in the
-step info under ``reward_terms`` and in the TensorBoard curves):
-
-* ``progress``: the task's stage-wise progress (stages reached plus shaped distance to the next
-  one, :meth:`~clawgym_ros.tasks.base.StageTracker.progress`) as a potential: the step's
-  increase ``phi(s') - phi(s)``, so lingering earns nothing and the optimal policy is unchanged
-  by the shaping;
-* ``success``: once, when the task's success condition holds (the episode ends there);
-* ``collision``: per step with an unintended contact (the feasibility sign-off's notion),
-  subtracted.
+Reward: the stage-wise terms the task declares (:mod:`clawgym_ros.tasks.rewards`: progress as
+a potential difference, success, unintended contact, excess contact force), with the task's
+default weights unless :attr:`FinetuneConfig.reward_weights` overrides some; each term's
+episode sum is in the step info under ``reward_terms`` and in the TensorBoard curves.
 
 Episodes are the task env's own (a training template drawn per reset from the env's seeded
 RNG), ``max_episode_steps`` long at most. Same seed and worker count, same checkpoint id: SB3
@@ -47,11 +41,10 @@ from gymnasium import spaces
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_choice, check_int, check_range
 from clawgym_ros.errors import ActionError, CheckpointError, ConfigError
+from clawgym_ros.tasks.rewards import StageReward
 
 #: Algorithms of RL fine-tuning (Stable-Baselines3).
 ALGORITHMS: tuple[str, ...] = ("ppo",)
-#: Reward terms (see the module docstring) and their config fields.
-REWARD_TERMS: tuple[str, ...] = ("progress", "success", "collision")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,9 +82,8 @@ class FinetuneConfig:
     target_kl: float = 0.02
     #: log of the exploration noise's initial standard deviation (in correction units)
     log_std_init: float = -3.0
-    reward_progress: float = 10.0
-    reward_success: float = 5.0
-    reward_collision: float = 0.1
+    #: term -> weight overriding the task's declared default (clawgym_ros.tasks.rewards)
+    reward_weights: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_checkpoint, str) or not self.base_checkpoint:
@@ -119,12 +111,14 @@ class FinetuneConfig:
         check_range("clip_range", self.clip_range, 1e-4, 1.0)
         check_range("target_kl", self.target_kl, 0.0, 10.0)
         check_range("log_std_init", self.log_std_init, -10.0, 2.0)
-        for term in REWARD_TERMS:
-            check_range(f"reward_{term}", getattr(self, f"reward_{term}"), 0.0, 1000.0)
+        if not isinstance(self.reward_weights, Mapping):
+            raise ConfigError("reward_weights", self.reward_weights, "a mapping term -> weight")
+        object.__setattr__(self, "reward_weights", dict(self.reward_weights))
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["hidden"] = list(self.hidden)
+        data["reward_weights"] = dict(sorted(self.reward_weights.items()))
         return data
 
     @classmethod
@@ -191,8 +185,7 @@ class ResidualEnv(gym.Env):
         self.observation_space = spaces.Box(-np.inf, np.inf, (width,), np.float32)
         self.action_space = spaces.Box(-1.0, 1.0, (ckpt.spec.act_dim,), np.float32)
         self._base: Any = None
-        self._phi = 0.0
-        self._terms = dict.fromkeys(REWARD_TERMS, 0.0)
+        self.reward = StageReward(self.task_env, cfg.reward_weights)
 
     def _advance(self, obs: Mapping[str, Any]) -> np.ndarray:
         import torch
@@ -209,8 +202,7 @@ class ResidualEnv(gym.Env):
         super().reset(seed=seed)
         obs, info = self.env.reset(seed=seed, options=options)
         self.policy.reset_state()
-        self._phi = float(self.task_env.dense_reward())
-        self._terms = dict.fromkeys(REWARD_TERMS, 0.0)
+        self.reward.reset()
         return self._advance(obs), info
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -226,16 +218,9 @@ class ResidualEnv(gym.Env):
             command = self.policy.combine(self._base, torch.from_numpy(a).unsqueeze(0))
         obs, _, terminated, truncated, info = self.env.step(
             unflatten_action(command[0].numpy().astype(np.float64), self.action_spec))
-        phi = float(self.task_env.dense_reward())
-        success = bool(info.get("success", terminated))
-        terms = {"progress": phi - self._phi, "success": float(success),
-                 "collision": -float(bool(info.get("collision", False)))}
-        self._phi = phi
-        reward = sum(getattr(self.cfg, f"reward_{k}") * v for k, v in terms.items())
-        for k, v in terms.items():
-            self._terms[k] += v
-        info["reward_terms"] = dict(self._terms)
-        info["is_success"] = success           # SB3's episode success buffer reads this key
+        reward, _ = self.reward.step(info)
+        info[C.INFO_REWARD_TERMS] = dict(self.reward.totals)     # episode sums
+        info["is_success"] = bool(info.get("success", terminated))   # SB3's success buffer
         return self._advance(obs), float(reward), bool(terminated), bool(truncated), info
 
     def close(self) -> None:
@@ -326,7 +311,7 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
             for done, info in zip(self.locals["dones"], self.locals["infos"]):
                 if done:
                     episodes.append(bool(info.get("is_success")))
-                    for term, value in info.get("reward_terms", {}).items():
+                    for term, value in info.get(C.INFO_REWARD_TERMS, {}).items():
                         self.logger.record_mean(f"reward_terms/{term}", value)
             return True
 
