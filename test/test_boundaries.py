@@ -59,9 +59,6 @@ TABLES_ALLOWED = {
     "tasks", "perturbations/__init__.py",
     # the physics-free evaluation model: made-up numbers per task/family, not a registration
     "evaluation/synthetic.py",
-    # ROS mode: same answers as registry.task_scene / task_state_keys and
-    # perturbations.interposer_nodes (test_task_registry, test_family_registry); to switch
-    "evaluation/ros_mode.py",
 }
 
 

@@ -237,7 +237,7 @@ def test_task_observation_keys_are_the_task_envs_non_sensor_keys(task):
     import clawgym_ros.sim  # noqa: F401
     from clawgym_ros.evaluation.ros_mode import (
         SENSOR_OBSERVATION_KEYS,
-        TASK_OBSERVATION_KEYS,
+        task_observation_keys,
     )
     from clawgym_ros.tasks.registry import get_task
 
@@ -249,7 +249,7 @@ def test_task_observation_keys_are_the_task_envs_non_sensor_keys(task):
         env.close()
     sensor = set(SENSOR_OBSERVATION_KEYS[spec.scene])
     assert sensor <= keys
-    assert set(TASK_OBSERVATION_KEYS[task]) == keys - sensor
+    assert set(task_observation_keys()[task]) == keys - sensor
 
 
 class _Layout:

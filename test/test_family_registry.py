@@ -52,7 +52,9 @@ def test_derived_maps_are_the_tables_they_replace():
         W.GpsDropoutWrapper]
     for family, wrapper in W.WRAPPERS.items():
         assert wrapper.family == family and wrapper.core_cls is P.FAMILIES[family]
-    assert P.interposer_nodes() == ros_mode.INTERPOSERS
+    assert ros_mode.interposers() == P.interposer_nodes() == {
+        "lighting": "lighting_node", "sensor_noise": "sensor_noise_node",
+        "gps_dropout": "gps_dropout_node", "dynamics": "dynamics_node"}
     assert ros_mode.HOLD_FAMILIES == OLD_OBSERVATION
     with pytest.raises(ConfigError, match="family='fog'.*one of lighting, sensor_noise"):
         P.make("fog")

@@ -52,7 +52,9 @@ def test_derived_maps_are_the_tables_they_replace():
         assert registry.get_task(task).env_id == registry.task_entry(task).env_id
         baseline = PolicySource.parse(f"scripted:{task}").load()
         assert type(baseline) is (ScriptedNav if outdoor else ScriptedPick)
-    assert registry.task_state_keys() == ros_mode.TASK_OBSERVATION_KEYS
+    assert ros_mode.task_observation_keys() == registry.task_state_keys() == {
+        "pick_place": ("place_goal",), "peg_insert": (), "pill_handover": ("hand_state",),
+        "gps_nav": ("nav_goal",)}
     with pytest.raises(ConfigError, match="none for scripted:gps_nav"):
         PolicySource.parse("scripted:gps_nav:speed_steps=2").load()
     with pytest.raises(ConfigError, match="task='drawer'.*one of pick_place, peg_insert"):

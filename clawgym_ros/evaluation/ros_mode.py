@@ -74,27 +74,26 @@ HOLD_FAMILIES: tuple[str, ...] = C.OBSERVATION_FAMILIES
 #: gps_dropout_node republish the held values themselves, exactly as the wrappers show them
 #: (a wall-clock hold could act before a late sample arrived).
 CLOCK_HOLD_FAMILIES: tuple[str, ...] = ()
-#: Observation keys of each task env that no sensor topic carries: sim_node's ``task_state``
-#: provides them (checked against the envs' observation spaces by a test).
-TASK_OBSERVATION_KEYS: dict[str, tuple[str, ...]] = {
-    C.TASK_PICK_PLACE: (C.OBS_PLACE_GOAL,),
-    C.TASK_PEG_INSERT: (),
-    C.TASK_PILL_HANDOVER: (C.OBS_HAND,),
-    C.TASK_GPS_NAV: (C.OBS_NAV_GOAL,),
-}
 #: Observation keys the sensor topics give per scene (tool_pose by forward kinematics).
 SENSOR_OBSERVATION_KEYS: dict[str, tuple[str, ...]] = {
     C.SCENE_TABLETOP: (C.OBS_JOINT_POS, C.OBS_JOINT_VEL, C.OBS_GRIPPER, C.OBS_TOOL_POSE,
                        C.OBS_OBJECT_POSES),
     C.SCENE_OUTDOOR: (C.OBS_JOINT_POS, C.OBS_JOINT_VEL, C.OBS_IMU, C.OBS_GPS, C.OBS_ODOM),
 }
-#: Interposer node of each observation-side family and its console module.
-INTERPOSERS: dict[str, str] = {
-    C.FAMILY_SENSOR_NOISE: C.NODE_SENSOR_NOISE,
-    C.FAMILY_GPS_DROPOUT: C.NODE_GPS_DROPOUT,
-    C.FAMILY_LIGHTING: C.NODE_LIGHTING,
-    C.FAMILY_DYNAMICS: C.NODE_DYNAMICS,
-}
+def task_observation_keys() -> dict[str, tuple[str, ...]]:
+    """task -> observation keys of its env that no sensor topic carries: sim_node's
+    ``task_state`` provides them (each task's registration; checked against the envs'
+    observation spaces by a test)."""
+    from clawgym_ros.tasks.registry import task_state_keys
+
+    return task_state_keys()
+
+
+def interposers() -> dict[str, str]:
+    """family -> its interposer node (console module), from the family registry."""
+    from clawgym_ros.perturbations import interposer_nodes
+
+    return interposer_nodes()
 
 
 def _f(default: Any, text: str) -> Any:
@@ -140,27 +139,12 @@ class PolicyNodeConfig:
         check_range("hold_timeout", self.hold_timeout, 0.0, 10.0)
         check_range("control_dt", self.control_dt, 0.0, 1.0, low_open=True)
         for task in self.tasks:
-            check_choice("task", task, tuple(TASK_OBSERVATION_KEYS))
+            check_choice("task", task, tuple(task_observation_keys()))
 
     @property
     def tasks(self) -> tuple[str, ...]:
         """The task worlds of :attr:`task`."""
         return tuple(t.strip() for t in self.task.split(",") if t.strip())
-
-
-@dataclasses.dataclass(frozen=True)
-class EvaluatorNodeConfig:
-    """Parameters of ``evaluator_node`` (one ROS parameter per field)."""
-
-    run_dir: str = _f(C.DEFAULT_RUN_DIR, "default run directory (a goal's run_dir wins)")
-    step_timeout: float = _f(5.0, "ros mode: seconds to wait for an action or a state")
-    max_steps: int = _f(0, "control steps per episode; 0 = the env's limit")
-    world: str = _f("auto", "world: auto, task or scene (both modes; ros mode: sim_node "
-                    "loads each episode's task world)")
-    autostart: bool = _f(False, "configure and activate at start")
-
-    def __post_init__(self) -> None:
-        check_range("step_timeout", self.step_timeout, 0.0, 600.0, low_open=True)
 
 
 def uses_image(policy: Any) -> bool:
@@ -191,7 +175,8 @@ def policy_task_keys(policy: Any, label: str, scene: str, tasks: Sequence[str],
         raise ConfigError("policy", label, "a policy that needs no camera image here (this "
                           f"{kind or 'policy'} reads one; set image_key)")
     sensor = SENSOR_OBSERVATION_KEYS[scene]
-    task_keys = [k for t in tasks for k in TASK_OBSERVATION_KEYS.get(t, ())]
+    by_task = task_observation_keys()
+    task_keys = [k for t in tasks for k in by_task.get(t, ())]
     world = ", ".join(tasks) if tasks else f"the bare {scene} scene"
     for key in needed:
         if key not in sensor and key not in task_keys:
@@ -200,7 +185,7 @@ def policy_task_keys(policy: Any, label: str, scene: str, tasks: Sequence[str],
                               + ", ".join((*sensor, *task_keys)))
     for task in tasks:
         missing = [k for k in needed if k not in sensor
-                   and k not in TASK_OBSERVATION_KEYS.get(task, ())]
+                   and k not in by_task.get(task, ())]
         if missing:
             raise ConfigError("policy", label, f"a policy whose observation every task world "
                               f"gives: it observes {missing[0]!r}, which {task} has not")
@@ -275,7 +260,7 @@ def needed_families(specs: Iterable[EpisodeSpec]) -> list[str]:
     observation side only (lighting and dynamics are applied by the lockstep driver through
     sim_node's services right after each reset, where the wrappers apply them)."""
     used = {f for s in specs for f in s.families}
-    return [f for f in INTERPOSERS if f in used and f in HOLD_FAMILIES]
+    return [f for f in interposers() if f in used and f in HOLD_FAMILIES]
 
 
 def check_ros_families(specs: Iterable[EpisodeSpec]) -> None:
@@ -286,12 +271,13 @@ def check_ros_families(specs: Iterable[EpisodeSpec]) -> None:
     Raises:
         ConfigError: naming the family and those ROS mode runs.
     """
+    nodes = interposers()
     for spec in specs:
         for family in spec.families:
-            if family not in INTERPOSERS:
+            if family not in nodes:
                 raise ConfigError("suite", f"{spec.task} / {family}",
                                   "perturbation families ROS mode reproduces: "
-                                  + ", ".join(INTERPOSERS) + f" ({family} runs in-process "
+                                  + ", ".join(nodes) + f" ({family} runs in-process "
                                   "only: --mode in_process)")
 
 
@@ -300,7 +286,9 @@ def world_name(spec: EpisodeSpec, world: str) -> str:
     ``<task>/<template>``, ``<task>`` (no template: one drawn per reset) or the bare scene."""
     if world == "task":
         return f"{spec.task}/{spec.template}" if spec.template else spec.task
-    return C.SCENE_OUTDOOR if spec.task == C.TASK_GPS_NAV else C.SCENE_TABLETOP
+    from clawgym_ros.evaluation.rollout import scene_of
+
+    return scene_of(spec.task)
 
 
 def episode_limit(task: str, world: str, max_steps: int = 0) -> int:
@@ -314,7 +302,9 @@ def episode_limit(task: str, world: str, max_steps: int = 0) -> int:
     if world == "task":
         env_id = get_task(task).env_id
     else:
-        env_id = C.ENV_MOBILE_BASE if task == C.TASK_GPS_NAV else C.ENV_TABLETOP
+        from clawgym_ros.evaluation.rollout import scene_env_of
+
+        env_id = scene_env_of(task)
     return int(ENVS[env_id][1] or 500)
 
 
@@ -339,7 +329,9 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
     check_choice("mode", mode, POLICY_MODES)
     if mode == POLICY_FREE and needed_families(specs):
         raise ConfigError("suite", needed_families(specs), "nominal cells only in free mode")
-    scenes = {("outdoor" if s.task == C.TASK_GPS_NAV else C.SCENE_TABLETOP) for s in specs}
+    from clawgym_ros.evaluation.rollout import scene_of
+
+    scenes = {scene_of(s.task) for s in specs}
     if len(scenes) > 1:
         raise ConfigError("suite", sorted(scenes), "tasks of one scene per ros evaluation")
     families = needed_families(specs)
@@ -363,7 +355,7 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
             sim_args += ["-p", f"template:={specs[0].template}"]
     procs = [ProcessSpec(C.NODE_SIM, "clawgym_ros.nodes.sim_node", tuple(sim_args))]
     for family in families:
-        node = INTERPOSERS[family]
+        node = interposers()[family]
         # The observation interposers sit between two lockstep nodes: reliable both ways (a
         # lost input would shift their random stream away from the in-process wrapper's).
         args = (("--ros-args", "-p", "reliable:=true") if family in HOLD_FAMILIES else ())

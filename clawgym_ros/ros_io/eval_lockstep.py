@@ -61,9 +61,9 @@ from clawgym_ros.evaluation.rollout import (
     scene_of,
 )
 from clawgym_ros.evaluation.ros_mode import (
-    INTERPOSERS,
     SRV_POLICY_RESET,
     episode_limit,
+    interposers,
     world_name,
 )
 from clawgym_ros.evaluation.scripted import LiftTracker
@@ -122,8 +122,9 @@ class LockstepEvaluator:
         self.reset_client = node.create_client(ResetSim, C.SRV_RESET)
         self.step_client = node.create_client(StepSim, C.SRV_STEP)
         self.policy_client = node.create_client(Trigger, f"{C.NODE_POLICY}/{SRV_POLICY_RESET}")
+        nodes = interposers()
         self.perturbation_clients = {
-            f: node.create_client(SetPerturbation, f"{INTERPOSERS[f]}/{C.SRV_SET_PERTURBATION}")
+            f: node.create_client(SetPerturbation, f"{nodes[f]}/{C.SRV_SET_PERTURBATION}")
             for f in families}
         self.lighting_client = node.create_client(SetLighting, C.SRV_SET_LIGHTING)
         self.dynamics_client = node.create_client(SetDynamics, C.SRV_SET_DYNAMICS)
