@@ -1,12 +1,14 @@
 """Replay a recorded log's commands in MuJoCo at given parameter values.
 
-The model is the scene's (``clawgym_ros.sim.scene.build_spec``) plus one joint-actuator-force
-sensor per arm joint (the effort a joint state reports). The replay starts from the log's
+The model is the scene's (``clawgym_ros.sim.scene.build_spec``). The replay starts from the log's
 first joint state (and first object poses), applies the recorded commands as the arm's
 position + velocity servo targets - each from its stamp plus the command latency, held until
 the next (a physics step straddling a switch gets the time average, so the simulated motion
-is smooth in the latency) - and returns positions, velocities and efforts at the joint state
-stamps (linear interpolation between physics steps). The fingers hold their first recorded
+is smooth in the latency) - and returns positions and velocities at the joint state stamps
+(linear interpolation between physics steps) and the efforts the servos exert there: kp (q* -
+q) + kv (qd* - qd) with the command in effect at that instant, clamped to the joint's effort
+limit (what the robot's effort reading is; the step-averaged control would put half of a
+switch's jump on a sample taken just before it). The fingers hold their first recorded
 opening. Rollouts run in C (``mujoco.rollout``), several parameter sets in one batch.
 
 When the log's objects never move (no object pose topic, or every object within 1 mm of its
@@ -34,9 +36,7 @@ STILL_M = 1e-3
 
 def build_model(scene_name: str = C.SCENE_TABLETOP, timestep: float | None = None,
                 objects: bool = True) -> Any:
-    """The scene's MjModel with a ``<joint>_effort`` sensor (jointactuatorfrc) per arm joint."""
-    import mujoco
-
+    """The scene's MjModel (optionally without its objects, or with another physics step)."""
     from clawgym_ros.sim import scene as S
 
     scene = S.load_scene(scene_name)
@@ -45,9 +45,6 @@ def build_model(scene_name: str = C.SCENE_TABLETOP, timestep: float | None = Non
     spec = S.build_spec(scene)
     if timestep is not None:
         spec.option.timestep = timestep
-    for joint in C.ARM_JOINTS:
-        spec.add_sensor(name=f"{joint}_effort", type=mujoco.mjtSensor.mjSENS_JOINTACTFRC,
-                        objtype=mujoco.mjtObj.mjOBJ_JOINT, objname=joint)
     return spec.compile()
 
 
@@ -141,13 +138,14 @@ class Replay:
                                      log.cmd_velocity[:, self.cmd_cols]], axis=1)
         steps = np.diff(self.cmd_s)[:, None] * self.cmd_u[:-1]
         self.cmd_int = np.concatenate([np.zeros((1, 14)), np.cumsum(steps, axis=0)])
-        sens = [m.sensor(f"{j}_effort").adr[0] for j in C.ARM_JOINTS]
-        self.sens = np.array(sens, dtype=int)
         self.state_spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
         self.qpos_off = 1
         self.qvel_off = 1 + m.nq
         self.arm_q = np.array([m.jnt_qposadr[m.joint(n).id] for n in C.ARM_JOINTS])
         self.arm_v = np.array([m.jnt_dofadr[m.joint(n).id] for n in C.ARM_JOINTS])
+        arm_j = [m.joint(n).id for n in C.ARM_JOINTS]
+        self.effort_lo = m.jnt_actfrcrange[arm_j, 0].copy()
+        self.effort_hi = m.jnt_actfrcrange[arm_j, 1].copy()
 
     def _initial_state(self, scene_name: str) -> np.ndarray:
         from clawgym_ros.sim import scene as S
@@ -209,25 +207,43 @@ class Replay:
             controls.append(self.controls(float(values.get("command_latency_s", 0.0))))
         from mujoco import rollout
 
-        state, sensordata = rollout.rollout(
+        state, _ = rollout.rollout(
             models, self.datas[:min(self.threads, len(models))], self.initial[None],
             np.stack(controls), nstep=self.nstep)
-        return [self._sample(state[b], sensordata[b]) for b in range(len(models))]
+        return [self._sample(state[b], models[b], float(batch[b].get("command_latency_s", 0.0)))
+                for b in range(len(models))]
 
-    def _sample(self, state: np.ndarray, sensordata: np.ndarray) -> Prediction:
+    def _sample(self, state: np.ndarray, model: Any, latency: float) -> Prediction:
         q = np.concatenate([self.initial[None, self.qpos_off + self.arm_q],
                             state[:, self.qpos_off + self.arm_q]])
         v = np.concatenate([self.initial[None, self.qvel_off + self.arm_v],
                             state[:, self.qvel_off + self.arm_v]])
-        e = sensordata[:, self.sens]
         x = self.s / self.dt
-        i = np.minimum(np.floor(x).astype(int), len(e) - 2)
+        i = np.minimum(np.floor(x).astype(int), len(q) - 2)
         f = (x - i)[:, None]
 
         def interp(a: np.ndarray) -> np.ndarray:
             return a[i] * (1 - f) + a[i + 1] * f
 
-        return Prediction(position=interp(q), velocity=interp(v), effort=interp(e))
+        pos, vel = interp(q), interp(v)
+        return Prediction(position=pos, velocity=vel, effort=self._effort(model, latency,
+                                                                         pos, vel))
+
+    def _effort(self, model: Any, latency: float, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        """The arm servos' joint torque at the sample stamps (see the module docstring)."""
+        k = np.clip(np.searchsorted(self.cmd_s, self.s - latency, side="right") - 1, 0,
+                    len(self.cmd_s) - 1)
+        u = self.cmd_u[k]
+        m = model
+        pos_act, vel_act = self.params.arm_act[:7], self.params.arm_act[7:14]
+        target = np.clip(u[:, :7], m.actuator_ctrlrange[pos_act, 0],
+                         m.actuator_ctrlrange[pos_act, 1])
+        speed = np.clip(u[:, 7:], m.actuator_ctrlrange[vel_act, 0],
+                        m.actuator_ctrlrange[vel_act, 1])
+        kp = m.actuator_gainprm[pos_act, 0]
+        kv = m.actuator_gainprm[vel_act, 0]
+        torque = kp * (target - q) + kv * (speed - qd)
+        return np.clip(torque, self.effort_lo, self.effort_hi)
 
 
 def _cmd_columns(log: RobotLog) -> np.ndarray:
