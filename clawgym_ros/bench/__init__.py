@@ -14,6 +14,7 @@ from typing import Any
 #: area name -> "module:function"
 AREAS: dict[str, str] = {
     "artifacts": "clawgym_ros.bench.artifacts:bench_artifacts",
+    "calibrate": "clawgym_ros.bench.calibrate:bench_calibrate",
     "dataset": "clawgym_ros.bench.dataset:bench_dataset",
     "eval": "clawgym_ros.bench.eval:bench_eval",
     "eval_free": "clawgym_ros.bench.eval_free:bench_eval_free",
