@@ -21,14 +21,12 @@ names re-exported below load on first use.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib
-import sys
 from collections.abc import Iterator, Mapping
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from clawgym_ros import constants as C
+from clawgym_ros import plugins
 from clawgym_ros.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -38,16 +36,8 @@ if TYPE_CHECKING:
 ENTRY_POINT_GROUP = "clawgym_ros.perturbations"
 
 
-def _ref(value: Any) -> str:
-    return value if isinstance(value, str) else f"{value.__module__}:{value.__qualname__}"
-
-
-def _load(ref: str) -> Any:
-    module, _, name = ref.partition(":")
-    obj = importlib.import_module(module)
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj
+def _entry_points() -> dict[str, Any]:
+    return plugins.entry_points(ENTRY_POINT_GROUP)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,24 +136,14 @@ def register_family(observation: bool = False, wrap_order: int | None = None, no
         family = getattr(cls, "family", "")
         config_family = getattr(getattr(cls.core_cls, "config_cls", None), "FAMILY", None)
         if config_family != family:
-            raise ConfigError(f"families.{family}.core", _ref(cls.core_cls),
+            raise ConfigError(f"families.{family}.core", plugins.ref(cls.core_cls),
                               f"a core whose config_cls.FAMILY is {family!r}, not "
                               f"{config_family!r}")
         order = wrap_order if wrap_order is not None else (100 if observation else 50)
-        add_family(FamilyEntry(family, _ref(cls.core_cls), _ref(cls), observation=observation,
-                               wrap_order=order, node=node))
+        add_family(FamilyEntry(family, plugins.ref(cls.core_cls), plugins.ref(cls),
+                               observation=observation, wrap_order=order, node=node))
         return cls
     return decorate
-
-
-def _entry_points() -> dict[str, metadata.EntryPoint]:
-    """The group's entry points (read once per ``sys.path``: a scan takes ~0.1 s)."""
-    return _scan_entry_points(tuple(sys.path))
-
-
-@functools.lru_cache(maxsize=8)
-def _scan_entry_points(path: tuple[str, ...]) -> dict[str, metadata.EntryPoint]:
-    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def family_entry(name: Any, field: str = "family") -> FamilyEntry:
@@ -231,7 +211,7 @@ class FamilyTable(Mapping):
     def __getitem__(self, name: str) -> Any:
         if name not in self:
             raise KeyError(name)
-        return _load(getattr(family_entry(name), self._attr))
+        return plugins.load(getattr(family_entry(name), self._attr))
 
     def __repr__(self) -> str:
         return f"{{{', '.join(f'{k!r}: {self._attr}' for k in self)}}}"

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from clawgym_ros import constants as C
+from clawgym_ros import plugins
 from clawgym_ros.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -39,26 +38,17 @@ if TYPE_CHECKING:
 
 #: Entry-point group through which other packages register tasks.
 ENTRY_POINT_GROUP = "clawgym_ros.tasks"
+
+
+def _entry_points() -> dict[str, Any]:
+    return plugins.entry_points(ENTRY_POINT_GROUP)
+
+
 #: Simulator scenes a task can be built on (config/scenes/<scene>.yaml).
 SCENES: tuple[str, ...] = (C.SCENE_TABLETOP, C.SCENE_OUTDOOR)
 #: The scripted baseline of arm tasks (``scripted:<task>``).
 SCRIPTED_PICK = "clawgym_ros.evaluation.scripted:ScriptedPick"
 SCRIPTED_NAV = "clawgym_ros.evaluation.scripted:ScriptedNav"
-
-
-def _ref(value: Any) -> str:
-    """``"module:Name"`` of a class or function (strings are kept)."""
-    if isinstance(value, str):
-        return value
-    return f"{value.__module__}:{value.__qualname__}"
-
-
-def _load(ref: str) -> Any:
-    module, _, name = ref.partition(":")
-    obj = importlib.import_module(module)
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,21 +157,12 @@ def register_task(env: Any, max_episode_steps: int = 1500, scripted: Any = SCRIP
         ConfigError: a bad or taken name / env id (see :class:`TaskEntry`, :func:`add_task`).
     """
     def decorate(cls):
-        add_task(TaskEntry(name=cls.name, task=_ref(cls), env=_ref(env), env_id=cls.env_id,
-                           scene=cls.scene, max_episode_steps=max_episode_steps,
-                           scripted=_ref(scripted), task_state_keys=tuple(task_state_keys)))
+        add_task(TaskEntry(name=cls.name, task=plugins.ref(cls), env=plugins.ref(env),
+                           env_id=cls.env_id, scene=cls.scene,
+                           max_episode_steps=max_episode_steps,
+                           scripted=plugins.ref(scripted), task_state_keys=tuple(task_state_keys)))
         return cls
     return decorate
-
-
-def _entry_points() -> dict[str, metadata.EntryPoint]:
-    """The group's entry points (read once per ``sys.path``: a scan takes ~0.1 s)."""
-    return _scan_entry_points(tuple(sys.path))
-
-
-@functools.lru_cache(maxsize=8)
-def _scan_entry_points(path: tuple[str, ...]) -> dict[str, metadata.EntryPoint]:
-    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def task_entry(name: Any, field: str = "task") -> TaskEntry:
@@ -269,7 +250,7 @@ def get_task(name: str) -> Task:
     entry = task_entry(name)
     module = entry.task.partition(":")[0]
     try:
-        cls = _load(entry.task)
+        cls = plugins.load(entry.task)
     except ModuleNotFoundError as err:
         if err.name != module:
             raise
@@ -286,7 +267,7 @@ def get_task(name: str) -> Task:
 
 def scripted_policy_class(name: str) -> type:
     """The scripted baseline class of task ``name`` (``scripted:<task>``)."""
-    return _load(task_entry(name).scripted)
+    return plugins.load(task_entry(name).scripted)
 
 
 def signoff_for(tasks: Iterable[str]) -> DualSignoff:

@@ -18,14 +18,20 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Mapping
-from importlib import metadata
 from typing import Any
 
 from clawgym_ros import constants as C
+from clawgym_ros import plugins
 from clawgym_ros.errors import ConfigError
 
 #: Entry-point group through which other packages register policy types.
 ENTRY_POINT_GROUP = "clawgym_ros.policies"
+
+
+def _entry_points() -> dict[str, Any]:
+    return plugins.entry_points(ENTRY_POINT_GROUP)
+
+
 #: Built-in policy types and the module that registers them.
 BUILTIN_POLICIES: tuple[str, ...] = (C.POLICY_MLP, C.POLICY_CNN)
 _BUILTIN_MODULE = "clawgym_ros.training.policies"
@@ -53,10 +59,6 @@ def register_policy(name: str):
         _REGISTRY[name] = cls
         return cls
     return decorate
-
-
-def _entry_points() -> dict[str, metadata.EntryPoint]:
-    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def policy_names() -> tuple[str, ...]:
