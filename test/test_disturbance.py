@@ -429,6 +429,14 @@ def test_the_expert_carries_on_to_a_moved_goal():
         assert moved == [f"disturbed: the goal moved to {record.goal['bin']}"]
 
 
+@pytest.mark.parametrize("event,lost", [("object_displace", {"grasp", "lift"}),
+                                        ("arm_push", {""})])
+def test_the_expert_recovers_from_displacement_and_pushes(event, lost):
+    for record, w in _expert_episodes(2, event=event):
+        assert w["disturbed"] and w["lost_stage"] in lost and record.outcome.success, \
+            (record.outcome.reason, w)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 @pytest.mark.skipif(os.environ.get("CLAWGYM_ACCEPTANCE") != "1",

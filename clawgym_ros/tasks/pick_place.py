@@ -399,7 +399,9 @@ class PickPlaceEnv(TaskEnv):
         ``draw["yaw"]``, on the table ``radius + 5 cm + draw["distance"]`` from where it was,
         in direction ``draw["angle"]`` (the next of six directions when that spot is off the
         region objects start in (x 0.40..0.60, y -0.16..0.16 m: clear of the bins), within
-        13 cm of another object or under the fingers); the gripper keeps its command.
+        13 cm of another object or within radius + 5 cm of the fingers; when none fits, the
+        fitting point of a 9 x 13 grid over the region nearest the aimed spot); the gripper
+        keeps its command.
         ``goal_move``: the goal becomes the other bin (tracker and ``place_goal`` follow).
         """
         goal: PickPlaceGoal = self.goal
@@ -421,19 +423,24 @@ class PickPlaceEnv(TaskEnv):
         tool = b.observation(cameras=())[C.OBS_TOOL_POSE][:3]
         reach = p.radius + 0.05 + float(draw["distance"])
         lo, hi = np.array(OBJECT_REGION).T
-        spot = None
-        for j in range(6):
-            a = float(draw["angle"]) + j * math.pi / 3
-            xy = old[:2] + reach * np.array([math.cos(a), math.sin(a)])
-            inside = bool(np.all((xy >= lo) & (xy <= hi)))
-            apart = all(np.linalg.norm(xy - q[i, :2]) >= MIN_SEPARATION
-                        for i in range(len(q)) if i != p.index)
-            clear = np.linalg.norm(xy - tool[:2]) >= p.radius + 0.03
-            if inside and apart and clear:
-                spot = xy
-                break
-        if spot is None:    # off the region in every direction (over a bin): nearest corner
-            spot = np.clip(old[:2], lo, hi)
+        clearance = p.radius + 0.05
+
+        def fits(xy: np.ndarray) -> bool:
+            return (bool(np.all((xy >= lo) & (xy <= hi)))
+                    and all(np.linalg.norm(xy - q[i, :2]) >= MIN_SEPARATION
+                            for i in range(len(q)) if i != p.index)
+                    and np.linalg.norm(xy - tool[:2]) >= clearance)
+
+        aim = old[:2] + reach * np.array([math.cos(draw["angle"]), math.sin(draw["angle"])])
+        tries = [old[:2] + reach * np.array([math.cos(a), math.sin(a)])
+                 for a in float(draw["angle"]) + np.arange(6) * math.pi / 3]
+        spot = next((xy for xy in tries if fits(xy)), None)
+        if spot is None:    # no direction fits (near a corner, the other object beside it):
+            grid = [np.array([x, y]) for x in np.linspace(lo[0], hi[0], 9)
+                    for y in np.linspace(lo[1], hi[1], 13)]
+            ok = [xy for xy in grid if fits(xy)]      # the fitting point nearest the aim
+            spot = min(ok, key=lambda xy: float(np.linalg.norm(xy - aim))) if ok else \
+                max(grid, key=lambda xy: float(np.linalg.norm(xy - tool[:2])))
         new_q = q.copy()
         new_q[p.index, :3] = (spot[0], spot[1], p.rest_z)
         new_q[p.index, 3:] = S.rpy_to_quat((0.0, 0.0, float(draw["yaw"])))
