@@ -83,3 +83,34 @@ def test_calibrate_cli_commits_a_content_addressed_artifact(short_log, tmp_path)
     assert second.returncode == 0, second.stderr
     assert second.stdout.splitlines()[0] == art_id
     assert [p.name for p in (run / "artifacts" / "calibration").iterdir()] == [art_id]
+
+
+def test_a_calibration_sets_a_scene_model(short_log, tmp_path):
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.calibration.apply import apply_to_model, load_values, split_values
+    from clawgym_ros.calibration.artifact import commit_calibration
+    from clawgym_ros.sim import scene as S
+
+    path, truth = short_log
+    names = P.expand_names(["damping_scale", "joint_friction", "armature_scale",
+                            "actuator_gain_scale", "command_latency_s"])
+    config = FitConfig(params=names, bounds=P.resolve_bounds(names), starts=1)
+    result = calibrate(read_log(path), config)
+    store = ArtifactStore(tmp_path / "run")
+    art = commit_calibration(store, result, config, path)
+    values = load_values(store, art.id[:12])
+    assert values == pytest.approx({p.name: p.value for p in result.params}, abs=1e-9)
+    model = S.build_model("tabletop")
+    nominal = S.build_model("tabletop")
+    apply_to_model(model, values)
+    dof = [model.joint(j).dofadr[0] for j in C.ARM_JOINTS]
+    assert model.dof_frictionloss[dof] == pytest.approx([values["joint_friction"]] * 7)
+    assert model.dof_damping[dof] == pytest.approx(nominal.dof_damping[dof]
+                                                   * values["damping_scale"])
+    assert model.dof_armature[dof] == pytest.approx(nominal.dof_armature[dof]
+                                                    * values["armature_scale"])
+    act = model.actuator("arm_joint_1_pos").id
+    assert model.actuator_gainprm[act, 0] == pytest.approx(
+        nominal.actuator_gainprm[act, 0] * values["actuator_gain_scale"])
+    _, latency, bias = split_values(values)
+    assert latency == pytest.approx(truth["command_latency_s"], abs=2e-3) and bias == {}

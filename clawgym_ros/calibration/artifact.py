@@ -151,7 +151,8 @@ def render_html(data: dict[str, Any], result: FitResult) -> str:
         rows.append(
             f"<tr><td>{esc(p['name'])}</td><td class=num>{p['value']:.6g}</td>"
             f"<td class=num>[{p['ci_low']:.6g}, {p['ci_high']:.6g}]</td>"
-            f"<td class=num>{p['sd']:.3g}</td><td class=num>{p['nominal']:g}</td>"
+            f"<td class=num>{p['sd']:.3g}</td><td class=num>{p['model_error']:.3g}</td>"
+            f"<td class=num>{p['nominal']:g}</td>"
             f"<td class=num>[{p['low']:g}, {p['high']:g}]</td><td>{esc(p['unit'])}</td>"
             f"<td>{flag}</td><td>{esc(p['note'])}</td></tr>")
     rmse_rows = []
@@ -174,7 +175,8 @@ def render_html(data: dict[str, Any], result: FitResult) -> str:
         f"<p>Joint position RMSE {data['position_rmse_before']:.4g} rad with the nominal "
         f"model, {data['position_rmse_after']:.4g} rad calibrated (ratio {ratio:.3f}).</p>"
         "<h2>Parameters</h2><table><tr><th>parameter</th><th>fitted</th><th>95% interval</th>"
-        "<th>sd</th><th>nominal</th><th>bounds</th><th>unit</th><th>identifiable</th>"
+        "<th>sd</th><th>model error</th><th>nominal</th><th>bounds</th><th>unit</th>"
+        "<th>identifiable</th>"
         f"<th>note</th></tr>{''.join(rows)}</table>"
         f"<h2>Warnings</h2><ul class=\"diag\">{warn}</ul>"
         f"<h2>RMSE, nominal &rarr; fitted</h2><table><tr><th></th>{head}</tr>"

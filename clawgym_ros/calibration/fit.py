@@ -28,9 +28,13 @@ Uncertainty, per parameter:
   (Bartlett) long-run covariance of the per-sample score ``J_t^T r_t``. Residuals left by
   model error are correlated in time; the bandwidth is twice the lag at which their mean
   autocorrelation falls below 0.05. With white residuals this is the usual ``s^2 (J^T J)^-1``.
+* model error: the replay averages a command over the physics step in which it switches; the
+  estimates' shift under the other plausible choice (each switch on the nearest step
+  boundary), from one Gauss-Newton step at the fit, bounds what that approximation costs. It
+  is zero when every switch falls on a step boundary.
 * spread across restarts: the range of the starts that reached the best cost (within 0.1%).
-* the reported 95% interval: value +- 1.96 sd, widened to cover that range, clipped to the
-  bounds.
+* the reported 95% interval: value +- (1.96 sd + model error), widened to cover that range,
+  clipped to the bounds.
 
 A parameter is *not identifiable from this log* when its Jacobian column is zero (the log does
 not excite it) or its interval's half-width exceeds a quarter of its bounds' width; its
@@ -88,6 +92,7 @@ class ParamFit:
     high: float
     unit: str
     sd: float
+    model_error: float
     ci_low: float
     ci_high: float
     restart_low: float
@@ -169,15 +174,15 @@ class _Problem:
                     self.cache.popitem(last=False)
         return [self.cache[self._key(x)] for x in xs]
 
-    def raw(self, x: np.ndarray) -> dict[str, np.ndarray]:
+    def raw(self, x: np.ndarray, pred: Prediction | None = None) -> dict[str, np.ndarray]:
         """Unweighted residuals (simulated - recorded) per group, (n_sel, 7)."""
-        pred = self.predict_many([x])[0]
+        pred = pred or self.predict_many([x])[0]
         sim = {"position": observe(pred, self.values(x)), "velocity": pred.velocity,
                "effort": pred.effort}
         return {g: sim[g][self.sel] - self.rec[g] for g in self.groups}
 
-    def residuals(self, x: np.ndarray) -> np.ndarray:
-        raw = self.raw(x)
+    def residuals(self, x: np.ndarray, pred: Prediction | None = None) -> np.ndarray:
+        raw = self.raw(x, pred)
         return np.concatenate([(raw[g] / self.noise[g]).ravel() for g in self.groups])
 
     def jacobian(self, x: np.ndarray) -> np.ndarray:
@@ -262,6 +267,11 @@ def calibrate(log: RobotLog, config: FitConfig,
     res = prob.residuals(x)
     cov, bandwidth = _sandwich(jac, res, len(prob.sel), len(prob.groups) * 7)
     sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    # model error: how far one Gauss-Newton step moves the estimates when the command
+    # switches are put on the nearest physics step instead of averaged over it
+    alt = prob.residuals(x, prob.replay.run([prob.values(x)], on_steps=True)[0])
+    prob.rollouts += 1
+    model_err = np.abs(np.linalg.lstsq(jac, res - alt, rcond=None)[0])
     warnings: list[str] = []
     fits: list[ParamFit] = []
     col_norm = np.linalg.norm(jac, axis=0)
@@ -269,8 +279,9 @@ def calibrate(log: RobotLog, config: FitConfig,
         spec = PARAMS[name]
         lo_b, hi_b = prob.low[i], prob.high[i]
         r_lo, r_hi = float(spread[:, i].min()), float(spread[:, i].max())
-        ci_lo = max(lo_b, min(x[i] - Z95 * sd[i], r_lo))
-        ci_hi = min(hi_b, max(x[i] + Z95 * sd[i], r_hi))
+        half = Z95 * sd[i] + model_err[i]
+        ci_lo = max(lo_b, min(x[i] - half, r_lo))
+        ci_hi = min(hi_b, max(x[i] + half, r_hi))
         note = ""
         identifiable = True
         if col_norm[i] <= 1e-9 * max(1.0, col_norm.max()):
@@ -278,16 +289,17 @@ def calibrate(log: RobotLog, config: FitConfig,
             if name == "object_mass_scale" and not prob.replay.contacts:
                 note = ("not excited: no object moved in this log (largest displacement "
                         f"{prob.replay.moved * 1000:.2f} mm); record one that moves objects")
-        elif Z95 * sd[i] > IDENTIFIABLE_SHARE * (hi_b - lo_b) or not np.isfinite(sd[i]):
+        elif half > IDENTIFIABLE_SHARE * (hi_b - lo_b) or not np.isfinite(half):
             identifiable = False
-            note = (f"not identifiable from this log: 95% half-width {Z95 * sd[i]:.3g} "
+            note = (f"not identifiable from this log: 95% half-width {half:.3g} "
                     f"{spec.unit} exceeds a quarter of the bounds' width")
         if not identifiable:
             ci_lo, ci_hi = float(lo_b), float(hi_b)
             warnings.append(f"{name}: {note}; its interval is the bounds [{lo_b:g}, {hi_b:g}]")
         fits.append(ParamFit(name=name, value=float(x[i]), nominal=spec.nominal,
                              low=float(lo_b), high=float(hi_b), unit=spec.unit,
-                             sd=float(sd[i]), ci_low=float(ci_lo), ci_high=float(ci_hi),
+                             sd=float(sd[i]), model_error=float(model_err[i]),
+                             ci_low=float(ci_lo), ci_high=float(ci_hi),
                              restart_low=r_lo, restart_high=r_hi, identifiable=identifiable,
                              note=note))
     safe = np.where(sd > 0, sd, 1.0)

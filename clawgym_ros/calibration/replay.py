@@ -180,11 +180,18 @@ class Replay:
         mujoco.mj_getState(m, d, out, mujoco.mjtState.mjSTATE_FULLPHYSICS)
         return out
 
-    def controls(self, latency: float) -> np.ndarray:
-        """(nstep, nu) controls: each physics step's time average of the delayed commands."""
-        edges = np.arange(self.nstep + 1) * self.dt - latency
-        integral = self._integral(edges)
-        arm = np.diff(integral, axis=0) / self.dt
+    def controls(self, latency: float, on_steps: bool = False) -> np.ndarray:
+        """(nstep, nu) controls: each physics step's time average of the delayed commands
+        (``on_steps``: the command in effect at the step's middle, i.e. every switch moved to
+        the nearest step boundary - the alternative the fit's model-error term compares)."""
+        if on_steps:
+            mid = (np.arange(self.nstep) + 0.5) * self.dt - latency
+            k = np.clip(np.searchsorted(self.cmd_s, mid, side="right") - 1, 0,
+                        len(self.cmd_s) - 1)
+            arm = self.cmd_u[k]
+        else:
+            edges = np.arange(self.nstep + 1) * self.dt - latency
+            arm = np.diff(self._integral(edges), axis=0) / self.dt
         ctrl = np.empty((self.nstep, self.model.nu))
         ctrl[:, :14] = arm
         ctrl[:, 14:16] = self.finger_ctrl
@@ -197,14 +204,17 @@ class Replay:
         k = np.clip(np.searchsorted(s, x, side="right") - 1, 0, len(s) - 1)
         return cum[k] + (x - s[k])[:, None] * u[k]
 
-    def run(self, batch: Sequence[Mapping[str, float]]) -> list[Prediction]:
-        """Simulate each parameter set of ``batch`` (values by name; missing = nominal)."""
+    def run(self, batch: Sequence[Mapping[str, float]], on_steps: bool = False
+            ) -> list[Prediction]:
+        """Simulate each parameter set of ``batch`` (values by name; missing = nominal);
+        ``on_steps``: see :meth:`controls`."""
         models, controls = [], []
         for values in batch:
             model = copy.copy(self.model)
             self.params.apply(model, values)
             models.append(model)
-            controls.append(self.controls(float(values.get("command_latency_s", 0.0))))
+            controls.append(self.controls(float(values.get("command_latency_s", 0.0)),
+                                          on_steps))
         from mujoco import rollout
 
         state, _ = rollout.rollout(
