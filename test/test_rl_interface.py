@@ -3,6 +3,8 @@ bad actions, the dense reward over expert episodes. ~20 s on 2 cores."""
 
 from __future__ import annotations
 
+import functools
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -194,11 +196,20 @@ def test_bare_scenes_have_no_task_and_zero_dense_reward():
     env.close()
 
 
+@functools.cache
+def _expert_record(task_name: str):
+    """One expert demonstration per task (seed index 0), generated once per test process."""
+    task = get_task(task_name)
+    spec = EpisodeSpec(index=0, seed=episode_seed(3, 0), task=task_name,
+                       template=task.training_templates[0])
+    return task.generate(spec)
+
+
 def _shaped_return(task_name: str, policy: str) -> tuple[float, dict[str, float]]:
     """Return of one episode (the expert demonstration's seed, template and length) under
     ``reward_mode="shaped"``: the expert's own actions, random flat actions, or a stalled arm
     (zero joint deltas / zero twist, gripper half open)."""
-    rewards, _, record = _expert_rewards(task_name, 0)
+    record = _expert_record(task_name)
     task = get_task(task_name)
     if policy == "expert":
         env = gym.make(task.env_id, template=record.template, control_mode=C.CONTROL_DICT,
