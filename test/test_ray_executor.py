@@ -308,11 +308,17 @@ LOOP = """loop:
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 @pytest.mark.timeout(900)
+@pytest.mark.skipif(os.environ.get("CLAWGYM_ACCEPTANCE") != "1",
+                    reason="opt-in (CLAWGYM_ACCEPTANCE=1): two whole loops, ~3 min on 2 cores; "
+                           "the same ids on Ray for synthesis and evaluation are checked in "
+                           "make test by the CLI tests above")
 def test_a_loop_on_the_cluster_gives_the_local_loops_artifacts(cluster, tmp_path):
     """`clawgym loop --executor ray --ray-address A`: the synthesis and evaluator nodes run
     their episodes on the cluster (they inherit $CLAWGYM_EXECUTOR / $CLAWGYM_RAY_ADDRESS);
-    dataset, checkpoint and report ids equal a local loop's."""
+    dataset, checkpoint and report ids equal a local loop's. Passed on 2026-12-04 (the whole
+    file took 5 min 39 s at load ~8)."""
     import json
 
     (tmp_path / "suite.yaml").write_text(LOOP_SUITE)
