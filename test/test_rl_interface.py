@@ -17,6 +17,7 @@ from clawgym_ros.sim.registration import ENVS
 from clawgym_ros.synthesis.episode import EpisodeSpec
 from clawgym_ros.synthesis.mixture import episode_seed
 from clawgym_ros.tasks.registry import get_task
+from clawgym_ros.tasks.rewards import TERMS
 
 ARM_IDS = (C.ENV_TABLETOP, C.ENV_PICK_PLACE, C.ENV_PEG_INSERT, C.ENV_PILL_HANDOVER)
 
@@ -252,6 +253,25 @@ def test_shaped_reward_ranks_the_expert_above_random_and_stalled_policies(task_n
     assert weights is None or set(weights) <= set(terms)
 
 
+def test_recovery_term_rewards_regaining_lost_progress_in_time():
+    """Anomaly timeliness: once per episode, on the step the disturbance's recovery watch
+    reports lost progress regained, 1 - steps / RECOVERY_WINDOW (0 when too late or never)."""
+    from clawgym_ros.tasks.rewards import RECOVERY_WINDOW, StageReward
+
+    env = gym.make(C.ENV_PICK_PLACE, control_mode=C.CONTROL_DICT).unwrapped
+    env.reset(seed=2)
+    reward = StageReward(env)
+    for steps, expect in ((50, 1.0 - 50 / RECOVERY_WINDOW), (RECOVERY_WINDOW + 10, 0.0)):
+        reward.reset()
+        stream = [{C.INFO_DISTURBANCE: {"disturbed": False}},
+                  {C.INFO_DISTURBANCE: {"disturbed": True, "steps_to_recover": None}},
+                  {C.INFO_DISTURBANCE: {"disturbed": True, "steps_to_recover": steps}},
+                  {C.INFO_DISTURBANCE: {"disturbed": True, "steps_to_recover": steps}}, {}]
+        got = [reward.step(info)[1]["recovery"] for info in stream]
+        assert got == pytest.approx([0.0, 0.0, expect, 0.0, 0.0])
+    env.close()
+
+
 def test_shaped_reward_weights_are_the_tasks_own_and_overridable():
     from clawgym_ros.errors import ConfigError
 
@@ -260,7 +280,7 @@ def test_shaped_reward_weights_are_the_tasks_own_and_overridable():
     assert env.unwrapped.reward_weights["collision"] > 0.0     # the class default is kept
     env.reset(seed=1)
     _, _, _, _, info = env.step(np.zeros(8, np.float32))
-    assert set(info[C.INFO_REWARD_TERMS]) == {"progress", "success", "collision", "force"}
+    assert set(info[C.INFO_REWARD_TERMS]) == set(TERMS)
     env.close()
     with pytest.raises(ConfigError, match="reward_weights.smile"):
         gym.make(C.ENV_PICK_PLACE, reward_mode=C.REWARD_SHAPED, reward_weights={"smile": 1.0})

@@ -35,7 +35,8 @@ refuses camera images.
 
 Reward modes: ``shaped``: the weighted stage-wise terms the task declares
 (:mod:`clawgym_ros.tasks.rewards`: progress as a potential difference, success, unintended
-contact, excess contact force; ``reward_weights={term: weight}`` overrides the task's
+contact, excess contact force, timely recovery after a disturbance;
+``reward_weights={term: weight}`` overrides the task's
 defaults; ``info["reward_terms"]`` has the step's unweighted terms); ``dense`` (default with a
 Box action): task progress in [0, 1],
 ``(k + 1 - tanh(d / scale)) / n`` with ``k`` of ``n`` stages reached and ``d`` the distance (m)

@@ -14,7 +14,11 @@ feasibility sign-off):
 * ``success``: 1 on the step the task's success condition first holds;
 * ``collision``: -1 per step with an unintended contact (the sign-off's notion);
 * ``force``: minus the step's largest contact force above the task's limit, as a fraction of the
-  limit, at most 1 (squeezing or ramming harder than the feasibility check allows).
+  limit, at most 1 (squeezing or ramming harder than the feasibility check allows);
+* ``recovery``: timely recognition of an anomaly: on the step an episode regains the stage
+  progress a disturbance took away (the disturbance family's recovery watch,
+  ``info["disturbance"]``), ``1 - steps / RECOVERY_WINDOW`` if that took fewer than
+  :data:`RECOVERY_WINDOW` steps, else 0; always 0 without disturbances.
 
 Used by ``gym.make(ID, reward_mode="shaped")`` and by RL fine-tuning
 (:mod:`clawgym_ros.training.rl`). The reward is a function of the true state and the step's
@@ -26,13 +30,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from clawgym_ros import constants as C
 from clawgym_ros.errors import ConfigError
 
 #: Every term a task may declare (what :class:`StageReward` knows how to compute).
-TERMS: tuple[str, ...] = ("progress", "success", "collision", "force")
+TERMS: tuple[str, ...] = ("progress", "success", "collision", "force", "recovery")
 #: Default weights of :attr:`TaskEnv.reward_weights`.
 DEFAULT_WEIGHTS: dict[str, float] = {"progress": 10.0, "success": 5.0, "collision": 0.1,
-                                     "force": 0.1}
+                                     "force": 0.1, "recovery": 2.0}
+#: Control steps (4 s at 50 Hz) within which regaining lost progress earns ``recovery``.
+RECOVERY_WINDOW = 200
 
 
 def resolve_weights(task_env: Any, overrides: Mapping[str, Any] | None = None,
@@ -74,12 +81,14 @@ class StageReward:
         self.max_force = float(getattr(task_env.task, "max_contact_force", 0.0) or 0.0)
         self._phi = 0.0
         self._succeeded = False
+        self._recovered = False
         self.totals = dict.fromkeys(self.weights, 0.0)
 
     def reset(self) -> None:
         """Start an episode (after the env's reset)."""
         self._phi = float(self.env.dense_reward())
         self._succeeded = False
+        self._recovered = False
         self.totals = dict.fromkeys(self.weights, 0.0)
 
     def step(self, info: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
@@ -89,9 +98,15 @@ class StageReward:
         self._succeeded = self._succeeded or success
         force = float(info.get("contact_force", 0.0))
         over = max(0.0, force - self.max_force) / self.max_force if self.max_force > 0 else 0.0
+        recovery = 0.0
+        record = info.get(C.INFO_DISTURBANCE) or {}
+        steps = record.get("steps_to_recover")
+        if steps is not None and not self._recovered:
+            self._recovered = True
+            recovery = max(0.0, 1.0 - float(steps) / RECOVERY_WINDOW)
         values = {"progress": phi - self._phi, "success": float(success),
                   "collision": -float(bool(info.get("collision", False))),
-                  "force": -min(1.0, over)}
+                  "force": -min(1.0, over), "recovery": recovery}
         self._phi = phi
         terms = {t: values[t] for t in self.weights}
         for t, v in terms.items():
