@@ -19,6 +19,7 @@ load average is recorded.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from typing import Any
@@ -49,6 +50,7 @@ def bench_eval_free(quick: bool = False, seed: int = 0) -> dict[str, Any]:
     start = time.perf_counter()
     free, info = run_free_graph(specs, POLICY, "", MAX_STEPS, log_dir=f"{logs}/free")
     free_s = time.perf_counter() - start
+    shutil.rmtree(logs, ignore_errors=True)     # the node logs are kept only when a run failed
     result: dict[str, Any] = {"policy": POLICY, "world": "scene", "max_steps": MAX_STEPS,
                               "episodes": len(specs)}
     for name, results, wall in (("lockstep", lockstep, lockstep_s), ("free", free, free_s)):

@@ -62,6 +62,7 @@ def _throughput(quick: bool, seed: int) -> dict[str, Any]:
 
     import clawgym_ros.sim  # noqa: F401  (registers the envs)
     from clawgym_ros import constants as C
+    from clawgym_ros.training.rl import silent_logger
 
     env_id = C.ENV_PICK_PLACE
     raw_steps = 200 if quick else 3000
@@ -99,6 +100,7 @@ def _throughput(quick: bool, seed: int) -> dict[str, Any]:
                     rounds * workers, time.perf_counter() - start)
                 model = sb3.PPO("MultiInputPolicy", venv, n_steps=n_steps, seed=seed,
                                 device="cpu")
+                model.set_logger(silent_logger())
                 total = 2 * n_steps * workers            # two rollouts and updates
                 start = time.perf_counter()
                 model.learn(total)

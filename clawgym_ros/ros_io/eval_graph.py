@@ -160,6 +160,7 @@ def measure_lockstep(specs: Sequence[EpisodeSpec], policy: str, max_steps: int,
     Raises:
         LockstepError: the graph did not come up or stopped answering.
     """
+    import shutil
     import tempfile
     import time
 
@@ -181,6 +182,7 @@ def measure_lockstep(specs: Sequence[EpisodeSpec], policy: str, max_steps: int,
         steps = evaluator.steps_done - steps0
         cpu = {name: _cpu_seconds(p.pid) - cpu0[name] for name, p in group.procs}
         cpu["evaluator"] = time.process_time() - own0
+    shutil.rmtree(logs, ignore_errors=True)     # kept only when the graph failed
     if results is not None:
         results.extend(done)
     return {
