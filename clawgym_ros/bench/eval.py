@@ -168,19 +168,27 @@ def _ros(specs: list[Any], max_chunk: int | None = None, policy: str = POLICY,
 def _train_checkpoint(out: str, quick: bool, seed: int) -> tuple[str, dict[str, Any]]:
     """Synthesize pick_place demonstrations and train a checkpoint on them in ``out``:
     (checkpoint id, what was done)."""
+    demos, steps = (2, 40) if quick else (TORCH_DEMOS, TORCH_STEPS)
+    return train_pick_place_checkpoint(out, demos, steps, seed)
+
+
+def train_pick_place_checkpoint(out: str, demos: int, steps: int, seed: int,
+                                tensorboard: bool = True) -> tuple[str, dict[str, Any]]:
+    """Synthesize ``demos`` pick_place demonstrations in ``out`` and train the default BC
+    recipe on them for ``steps`` steps: (checkpoint id, what was done)."""
     from clawgym_ros.artifacts import ArtifactStore
     from clawgym_ros.tasks.synth import SynthRequest, synthesize
     from clawgym_ros.training.bc import train
     from clawgym_ros.training.config import TrainConfig
     from clawgym_ros.training.data import open_training_table
 
-    demos, steps = (2, 40) if quick else (TORCH_DEMOS, TORCH_STEPS)
     start = time.perf_counter()
     dataset, summary = synthesize(SynthRequest.from_args(out, demos, seed, task="pick_place",
                                                          workers=1))
     store = ArtifactStore(out)
     trained = train(open_training_table(store, [dataset.id]),
-                    TrainConfig(steps=steps, seed=seed), store, dataset_ids=[dataset.id])
+                    TrainConfig(steps=steps, seed=seed), store, dataset_ids=[dataset.id],
+                    tensorboard=tensorboard)
     return trained.checkpoint_id, {"demonstrations": summary.accepted, "train_steps": steps,
                                    "dataset": dataset.id, "prepare_s":
                                    round(time.perf_counter() - start, 1)}

@@ -165,9 +165,12 @@ def bench_finetune(quick: bool, seed: int, checkpoint: str = "",
         if checkpoint:
             root = run_dir or ""
         else:
+            from clawgym_ros.bench.eval import train_pick_place_checkpoint
+
             root = tmp
             demos, steps = (2, 40) if quick else (BC_DEMOS, BC_STEPS)
-            checkpoint, made = _train_bc(tmp, demos, steps, seed)
+            checkpoint, made = train_pick_place_checkpoint(tmp, demos, steps, seed,
+                                                           tensorboard=False)
             out["bc_trained_here"] = made
         store = ArtifactStore(root)
 
@@ -205,21 +208,3 @@ def bench_finetune(quick: bool, seed: int, checkpoint: str = "",
         out["ppo_from_scratch"] = {"train_s": round(time.perf_counter() - start, 1),
                                    "success": scratch["success"], "ci95": scratch["ci95"]}
     return out
-
-
-def _train_bc(out: str, demos: int, steps: int, seed: int) -> tuple[str, dict[str, Any]]:
-    """Synthesize pick_place demonstrations and train the default BC recipe on them."""
-    from clawgym_ros.artifacts import ArtifactStore
-    from clawgym_ros.tasks.synth import SynthRequest, synthesize
-    from clawgym_ros.training.bc import train
-    from clawgym_ros.training.config import TrainConfig
-    from clawgym_ros.training.data import open_training_table
-
-    start = time.perf_counter()
-    dataset, summary = synthesize(SynthRequest.from_args(out, demos, seed, task="pick_place",
-                                                         workers=1))
-    store = ArtifactStore(out)
-    trained = train(open_training_table(store, [dataset.id]), TrainConfig(steps=steps, seed=seed),
-                    store, dataset_ids=[dataset.id], tensorboard=False)
-    return trained.checkpoint_id, {"demonstrations": summary.accepted, "train_steps": steps,
-                                   "prepare_s": round(time.perf_counter() - start, 1)}
