@@ -23,7 +23,7 @@ import pytest
 import clawgym_ros.sim  # noqa: F401  (registers the envs)
 from clawgym_ros import constants as C
 from clawgym_ros.cli import main as cli_main
-from clawgym_ros.tasks.synth import SynthRequest, synthesize
+from clawgym_ros.orchestration.synthesis import SynthRequest, synthesize
 
 #: ROS 2 distro -> task -> dataset id of ``synthesize(episodes=1, seed=5, workers=1)``. The
 #: ids differ per distro although every message is the same bytes: each MCAP embeds the

@@ -321,7 +321,7 @@ def test_ros_mode_refuses_a_family_it_cannot_apply(tmp_path, capsys):
     than run undisturbed under the family's name."""
     from clawgym_ros.evaluation.config import EvalConfig
     from clawgym_ros.evaluation.rollout import PolicySource
-    from clawgym_ros.evaluation.run import run_evaluation
+    from clawgym_ros.orchestration.evaluation import run_evaluation
 
     _, path = _load(tmp_path, BASE)
     with pytest.raises(ConfigError, match="disturbance runs in_process only"):

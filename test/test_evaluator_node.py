@@ -69,7 +69,7 @@ def test_evaluate_action_feedback_result_latched_summary_and_cancel(procs, rclpy
     from clawgym_ros import constants as C
     from clawgym_ros.evaluation.config import EvalConfig
     from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
-    from clawgym_ros.evaluation.run import run_evaluation
+    from clawgym_ros.orchestration.evaluation import run_evaluation
     from clawgym_ros.ros_io.qos import LATCHED_QOS
 
     small, large = tmp_path / "small.yaml", tmp_path / "large.yaml"
@@ -184,8 +184,8 @@ def test_suite_max_steps_bounds_every_episode(tmp_path):
     from clawgym_ros.errors import ConfigError
     from clawgym_ros.evaluation.config import EvalConfig
     from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
-    from clawgym_ros.evaluation.run import run_evaluation
     from clawgym_ros.evaluation.suites import load_suite
+    from clawgym_ros.orchestration.evaluation import run_evaluation
 
     path = tmp_path / "short.yaml"
     path.write_text(SUITE.format(episodes=1).replace("schedule:", "max_steps: 40\nschedule:"))

@@ -153,8 +153,9 @@ def test_report_carries_states_and_frames(failed, tmp_path):
     from clawgym_ros.evaluation.suites import load_suite
     from clawgym_ros.report.build import write_report
     from clawgym_ros.report.render import rerender
+    from clawgym_ros.tasks.recovery import render_frames
 
-    frames = F.render_frames(failed.failure_states)
+    frames = render_frames(failed.failure_states)
     assert list(frames) == ["pick_place/lift"] and frames["pick_place/lift"][:4] == b"\x89PNG"
     suite = load_suite("smoke")
     store = ArtifactStore(tmp_path)

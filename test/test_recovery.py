@@ -51,7 +51,7 @@ def run_dir(tmp_path_factory):
 
 
 def test_recovery_episodes_finish_the_task_and_pass_the_dual_signoff(run_dir):
-    from clawgym_ros.tasks.recovery import plan_recovery
+    from clawgym_ros.orchestration.synthesis import plan_recovery
     from clawgym_ros.tasks.registry import generate_any, signoff_for
 
     out, report, _ = run_dir
@@ -83,7 +83,7 @@ def test_recovery_episodes_finish_the_task_and_pass_the_dual_signoff(run_dir):
 
 def test_same_seed_same_dataset_any_worker_count_with_lineage(run_dir):
     from clawgym_ros.dataset.episode_mcap import read_episode
-    from clawgym_ros.tasks.synth import synthesize_recovery
+    from clawgym_ros.orchestration.synthesis import synthesize_recovery
 
     out, report, _ = run_dir
     one, summary = synthesize_recovery(str(out), report, 2, seed=9, workers=1)
@@ -111,7 +111,7 @@ def test_bad_input_is_refused_by_name_before_anything_runs(run_dir, tmp_path):
 
     from clawgym_ros.artifacts import ArtifactStore
     from clawgym_ros.errors import ArtifactError
-    from clawgym_ros.tasks.recovery import plan_recovery
+    from clawgym_ros.orchestration.synthesis import plan_recovery
 
     out, report, no_failures = run_dir
     with pytest.raises(FailureStateError, match="has no failure states"):
@@ -136,7 +136,7 @@ def test_bad_input_is_refused_by_name_before_anything_runs(run_dir, tmp_path):
     with pytest.raises(FailureStateError, match="another world"):
         plan_recovery(bad, report, 0, 0)
     # The CLI: a dataset id is not a report; one line, exit 2, nothing committed.
-    from clawgym_ros.tasks.synth import synthesize_recovery
+    from clawgym_ros.orchestration.synthesis import synthesize_recovery
 
     ref = synthesize_recovery(str(out), report, 1, seed=1, workers=1)[0].id
     before = sorted(p.name for p in (out / "artifacts").glob("*/*"))

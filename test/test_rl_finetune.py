@@ -28,7 +28,7 @@ SMALL = ["--rl-option", "n_steps=128", "--rl-option", "batch_size=64",
 @pytest.fixture(scope="module")
 def bc_run(tmp_path_factory):
     """(run folder, BC checkpoint id) trained on real pick_place demonstrations."""
-    from clawgym_ros.tasks.synth import SynthRequest, synthesize
+    from clawgym_ros.orchestration.synthesis import SynthRequest, synthesize
     from clawgym_ros.training.bc import train
     from clawgym_ros.training.config import TrainConfig
     from clawgym_ros.training.data import open_training_table

@@ -113,8 +113,8 @@ def test_a_task_from_outside_registers_once_and_runs_through_the_framework(
 
     from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions, Runner
     from clawgym_ros.evaluation.suites import expand, parse_suite
+    from clawgym_ros.orchestration.synthesis import SynthRequest, synthesize
     from clawgym_ros.synthesis.mixture import MixtureSpec
-    from clawgym_ros.tasks.synth import SynthRequest, synthesize
 
     site = tmp_path / "site"
     site.mkdir()

@@ -17,12 +17,12 @@ from clawgym_ros import constants as C
 from clawgym_ros.artifacts import ArtifactStore
 from clawgym_ros.cli import main as cli_main
 from clawgym_ros.dataset.reader import open_dataset
+from clawgym_ros.orchestration.synthesis import SynthRequest, synthesize
 from clawgym_ros.synthesis.episode import EpisodeSpec
 from clawgym_ros.synthesis.mixture import episode_seed
 from clawgym_ros.tasks.pick_place import PickPlace, generate
 from clawgym_ros.tasks.registry import get_task, signoff_for
 from clawgym_ros.tasks.replay import replay_record
-from clawgym_ros.tasks.synth import SynthRequest, synthesize
 
 TASK = get_task(C.TASK_PICK_PLACE)
 SIGNOFF = TASK.signoff()

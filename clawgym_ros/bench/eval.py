@@ -177,7 +177,7 @@ def train_pick_place_checkpoint(out: str, demos: int, steps: int, seed: int,
     """Synthesize ``demos`` pick_place demonstrations in ``out`` and train the default BC
     recipe on them for ``steps`` steps: (checkpoint id, what was done)."""
     from clawgym_ros.artifacts import ArtifactStore
-    from clawgym_ros.tasks.synth import SynthRequest, synthesize
+    from clawgym_ros.orchestration.synthesis import SynthRequest, synthesize
     from clawgym_ros.training.bc import train
     from clawgym_ros.training.config import TrainConfig
     from clawgym_ros.training.data import open_training_table

@@ -90,8 +90,8 @@ def _recovery(signoff: Any, n: int, seed: int) -> dict[str, Any]:
     from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
     from clawgym_ros.evaluation.suites import expand, parse_suite
     from clawgym_ros.evaluation.workers import run_specs
+    from clawgym_ros.orchestration.synthesis import plan_recovery
     from clawgym_ros.report.build import write_report
-    from clawgym_ros.tasks.recovery import plan_recovery
     from clawgym_ros.tasks.registry import generate_any
 
     suite = parse_suite({"name": "bench_recovery", "seed": seed, "episodes_per_cell": n,

@@ -117,8 +117,8 @@ def _final_scores(run_dir: Path, checkpoint_id: str, suite: Path, seed: int,
     from clawgym_ros.coordinator.runner import EvaluateGoal, find_report, read_report
     from clawgym_ros.evaluation.config import EvalConfig
     from clawgym_ros.evaluation.rollout import PolicySource
-    from clawgym_ros.evaluation.run import run_evaluation
     from clawgym_ros.evaluation.workers import default_workers
+    from clawgym_ros.orchestration.evaluation import run_evaluation
 
     store = ArtifactStore(run_dir)
     goal = EvaluateGoal(checkpoint_id=checkpoint_id, suite=str(suite), seed=seed,

@@ -51,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from clawgym_ros.evaluation.config import EvalConfig
     from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
-    from clawgym_ros.evaluation.run import run_evaluation
     from clawgym_ros.evaluation.workers import default_workers
+    from clawgym_ros.orchestration.evaluation import run_evaluation
 
     workers = args.workers or default_workers()
     cfg = EvalConfig(suite=args.suite, seed=args.seed, mode=args.mode, workers=workers,

@@ -42,10 +42,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from clawgym_ros.errors import ClawgymError
-    from clawgym_ros.tasks.synth import SynthRequest, synthesize
+    from clawgym_ros.orchestration.synthesis import SynthRequest, synthesize
 
     if args.from_report:
-        from clawgym_ros.tasks.synth import synthesize_recovery
+        from clawgym_ros.orchestration.synthesis import synthesize_recovery
 
         if args.task or args.mixture or args.images:
             raise ClawgymError("--from-report takes its tasks and cells from the report: "

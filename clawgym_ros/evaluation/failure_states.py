@@ -29,7 +29,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -311,54 +311,6 @@ def pick_frames(states: Iterable[FailureState]) -> dict[str, FailureState]:
             continue
         out.setdefault(frame_key(fs), fs)
     return dict(sorted(out.items()))
-
-
-def render_frames(states: Iterable[FailureState], width: int = 320, height: int = 240
-                  ) -> dict[str, bytes]:
-    """PNG bytes of one rendered frame (the scene camera; outdoors, where there is none, the
-    base's front camera) per failing stage.
-
-    Deterministic for a given machine's renderer; the frames are report content.
-    """
-    import io
-
-    import matplotlib.image as mpimg
-
-    frames: dict[str, bytes] = {}
-    chosen = pick_frames(states)
-    for (key, _), env in zip(chosen.items(), restored_envs(chosen.values()), strict=True):
-        camera = C.CAMERA_SCENE if env.backend.is_arm else C.CAMERA_FRONT
-        image = env.backend.render(camera, width, height)
-        buf = io.BytesIO()
-        mpimg.imsave(buf, image, format="png", metadata={"Software": None})
-        frames[key] = buf.getvalue()
-    return frames
-
-
-def restored_envs(states: Iterable[FailureState]) -> Iterator[Any]:
-    """Restore each snapshot in turn and yield its task env (unwrapped; one env per task and
-    template, closed when the iteration ends).
-
-    Raises:
-        FailureStateError: as :func:`restore`.
-    """
-    import gymnasium as gym
-
-    import clawgym_ros.sim  # noqa: F401  (registers the envs)
-    from clawgym_ros.tasks.registry import get_task
-
-    envs: dict[tuple[str, str], Any] = {}
-    try:
-        for fs in states:
-            key = (fs.task, fs.template)
-            if key not in envs:
-                envs[key] = gym.make(get_task(fs.task).env_id, template=fs.template,
-                                     control_mode=C.CONTROL_DICT).unwrapped
-            restore(envs[key], fs)
-            yield envs[key]
-    finally:
-        for env in envs.values():
-            env.close()
 
 
 def collect(results: Iterable[Any]) -> list[FailureState]:

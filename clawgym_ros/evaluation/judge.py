@@ -15,7 +15,8 @@ context names the episode, and ``reason`` an optional tag of
 store through :func:`~clawgym_ros.evaluation.preference.add_judgments` (atomic, locked, the
 store's limits); the source key of a judgment is its session and pair, so a pair is judged once
 per session (a repeated request adds nothing). The next evaluation's report fits every judgment
-in the store at that time (``evaluation.run``): judgments may arrive long after the episodes.
+in the store at that time (``orchestration.evaluation``): judgments may arrive long after the
+episodes.
 
 Pure: no rclpy, no HTTP (the page lives in :mod:`clawgym_ros.report.judge_page`).
 """

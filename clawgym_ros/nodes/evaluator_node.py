@@ -3,10 +3,10 @@
 ``eval_summary``.
 
 Thin: goal -> :class:`~clawgym_ros.evaluation.config.EvalConfig` + policy source ->
-:func:`clawgym_ros.evaluation.run.run_evaluation` (suite -> episode specs -> rollouts -> report
-artifact) -> result (report id, report.json path, EvalSummary). The evaluation runs in a worker
-thread while the action's execute coroutine awaits it, so the single-threaded executor keeps
-serving cancel requests, lifecycle services and the latched topic. Feedback (done, total,
+:func:`clawgym_ros.orchestration.evaluation.run_evaluation` (suite -> episode specs -> rollouts
+-> report artifact) -> result (report id, report.json path, EvalSummary). The evaluation runs in
+a worker thread while the action's execute coroutine awaits it, so the single-threaded executor
+keeps serving cancel requests, lifecycle services and the latched topic. Feedback (done, total,
 success rate so far) follows every finished episode; a cancel request stops the run after the
 episodes in flight (nothing is committed). One goal at a time; goals are rejected unless the
 node is active.
@@ -192,7 +192,7 @@ class EvaluatorNode(ActionLifecycleNode):
 
     def _evaluate(self, goal_handle, cancel: threading.Event):
         """Worker thread: run one evaluation; returns (EvalOutcome, checkpoint id)."""
-        from clawgym_ros.evaluation.run import run_evaluation
+        from clawgym_ros.orchestration.evaluation import run_evaluation
 
         assert self.options is not None
         cfg, source, rollout, run_dir = goal_config(goal_handle.request, self.options)

@@ -1,13 +1,14 @@
 """synthesis_node: lifecycle node serving the ``synthesize`` action
 (clawgym_interfaces/action/Synthesize).
 
-Thin: goal -> :class:`~clawgym_ros.tasks.synth.SynthRequest` -> the synthesis core
-(:func:`clawgym_ros.tasks.synth.synthesize`: experts in worker processes, dual sign-off, MCAP
-dataset artifact) -> result. Generation runs in a worker thread while the action's execute
-coroutine awaits it, so the single-threaded executor keeps serving cancel requests and
-lifecycle services. Feedback (done/total/accepted/rejected and rejections by reason) follows
-every finished episode; a cancel request stops the run after the episode in progress (nothing
-is committed). One goal at a time; goals are rejected unless the node is active.
+Thin: goal -> :class:`~clawgym_ros.orchestration.synthesis.SynthRequest` -> the synthesis core
+(:func:`clawgym_ros.orchestration.synthesis.synthesize`: experts in worker processes, dual
+sign-off, MCAP dataset artifact) -> result. Generation runs in a worker thread while the
+action's execute coroutine awaits it, so the single-threaded executor keeps serving cancel
+requests and lifecycle services. Feedback (done/total/accepted/rejected and rejections by
+reason) follows every finished episode; a cancel request stops the run after the episode in
+progress (nothing is committed). One goal at a time; goals are rejected unless the node is
+active.
 
 Lifecycle: the constructor declares parameters only; ``on_configure`` reads them and creates
 the action server; ``on_activate`` accepts goals; ``on_deactivate`` cancels a running goal;
@@ -47,8 +48,8 @@ class SynthesisNodeOptions:
 
 def goal_request(goal: Any, options: SynthesisNodeOptions):
     """Synthesize goal + node options -> SynthRequest (ConfigError names the bad field)."""
+    from clawgym_ros.orchestration.synthesis import SynthRequest
     from clawgym_ros.synthesis.mixture import MixtureSpec
-    from clawgym_ros.tasks.synth import SynthRequest
 
     return SynthRequest(out=goal.run_dir or options.run_dir, episodes=int(goal.episodes),
                         seed=int(goal.seed), mixture=MixtureSpec.from_entries(goal.mixture),
@@ -95,7 +96,7 @@ class SynthesisNode(ActionLifecycleNode):
 
     def _synthesize(self, goal_handle):
         """Worker thread: run the synthesis core for one goal."""
-        from clawgym_ros.tasks.synth import synthesize
+        from clawgym_ros.orchestration.synthesis import synthesize
 
         assert self.options is not None
 
@@ -109,7 +110,7 @@ class SynthesisNode(ActionLifecycleNode):
             return self._stop.is_set() or goal_handle.is_cancel_requested
 
         if goal_handle.request.from_report:
-            from clawgym_ros.tasks.synth import synthesize_recovery
+            from clawgym_ros.orchestration.synthesis import synthesize_recovery
 
             req = goal_handle.request
             out = req.run_dir or self.options.run_dir

@@ -17,9 +17,7 @@ it).
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,46 +28,14 @@ from clawgym_ros.evaluation.failure_states import (
     KINDS,
     FailureState,
     FailureStateError,
-    decode,
-    metas_of,
-    restored_envs,
+    pick_frames,
+    restore,
 )
 from clawgym_ros.synthesis.episode import EpisodeSpec
 from clawgym_ros.synthesis.mixture import episode_seed
 
 #: Generator option of a recovery episode: the snapshot to start from (module docstring).
 OPTION = "recover_from"
-
-
-def load_failure_states(run_dir: str | Path, report_ref: str
-                        ) -> tuple[str, list[FailureState]]:
-    """The failure states of a committed report, verified.
-
-    Returns:
-        (full report id, the snapshots in report order).
-
-    Raises:
-        ArtifactError: not a report id (or another kind's). FailureStateError: the report has
-            no failure states, or its failure-state file is missing or corrupted.
-    """
-    from clawgym_ros.report.render import load_report
-
-    report_id, report = load_report(run_dir, report_ref)
-    metas = metas_of(report)
-    short = report_id[:12]
-    if not metas:
-        raise FailureStateError(
-            f"report {short} has no failure states (every episode succeeded, or it was "
-            "evaluated in ros mode or in the bare scene, which record none)")
-    from clawgym_ros.artifacts import ArtifactStore
-
-    path = ArtifactStore(run_dir).get(report_id, C.KIND_REPORT).file(C.FILE_FAILURE_STATES)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise FailureStateError(f"report {short}: cannot read {path.name}: "
-                                f"{err.strerror or err}") from None
-    return report_id, decode(data, metas, f"report {short} {path.name}")
 
 
 def check_restorable(states: Sequence[FailureState]) -> None:
@@ -157,37 +123,49 @@ def origin_info(spec: EpisodeSpec, fs: FailureState | None) -> dict[str, Any]:
             "reached_before": [n for n, _ in fs.reached]}
 
 
-@dataclasses.dataclass(frozen=True)
-class RecoveryPlan:
-    """A checked recovery synthesis: the report, its snapshots and the episode specs.
-
-    ``held_out``: names of the snapshots left out because they were taken on a held-out
-    template (never synthesized: generalization is measured on templates no data shows).
-    """
-
-    report_id: str
-    states: tuple[FailureState, ...]
-    specs: tuple[EpisodeSpec, ...]
-    held_out: tuple[str, ...] = ()
-
-
-def plan_recovery(run_dir: str | Path, report_ref: str, episodes: int, seed: int,
-                  options: Mapping[str, Any] | None = None) -> RecoveryPlan:
-    """Load, verify and restore-check a report's failure states; plan the episodes.
+def restored_envs(states: Iterable[FailureState]) -> Iterator[Any]:
+    """Restore each snapshot in turn and yield its task env (unwrapped; one env per task and
+    template, closed when the iteration ends).
 
     Raises:
-        ArtifactError, FailureStateError, ConfigError: any bad input (module docstring),
-            before anything is generated.
+        FailureStateError: as :func:`restore`.
     """
+    import gymnasium as gym
+
+    import clawgym_ros.sim  # noqa: F401  (registers the envs)
     from clawgym_ros.tasks.registry import get_task
 
-    report_id, states = load_failure_states(run_dir, report_ref)
-    usable = [fs for fs in states
-              if get_task(fs.task).template(fs.template).split == C.SPLIT_TRAIN]
-    held_out = tuple(fs.name for fs in states if fs not in usable)
-    if not usable:
-        raise FailureStateError(f"report {report_id[:12]}: all {len(states)} failure states "
-                                "are on held-out templates, which are never synthesized")
-    check_restorable(usable)
-    specs = recovery_specs(report_id, usable, episodes, seed, options)
-    return RecoveryPlan(report_id, tuple(usable), tuple(specs), held_out)
+    envs: dict[tuple[str, str], Any] = {}
+    try:
+        for fs in states:
+            key = (fs.task, fs.template)
+            if key not in envs:
+                envs[key] = gym.make(get_task(fs.task).env_id, template=fs.template,
+                                     control_mode=C.CONTROL_DICT).unwrapped
+            restore(envs[key], fs)
+            yield envs[key]
+    finally:
+        for env in envs.values():
+            env.close()
+
+
+def render_frames(states: Iterable[FailureState], width: int = 320, height: int = 240
+                  ) -> dict[str, bytes]:
+    """PNG bytes of one rendered frame (the scene camera; outdoors, where there is none, the
+    base's front camera) per failing stage.
+
+    Deterministic for a given machine's renderer; the frames are report content.
+    """
+    import io
+
+    import matplotlib.image as mpimg
+
+    frames: dict[str, bytes] = {}
+    chosen = pick_frames(states)
+    for (key, _), env in zip(chosen.items(), restored_envs(chosen.values()), strict=True):
+        camera = C.CAMERA_SCENE if env.backend.is_arm else C.CAMERA_FRONT
+        image = env.backend.render(camera, width, height)
+        buf = io.BytesIO()
+        mpimg.imsave(buf, image, format="png", metadata={"Software": None})
+        frames[key] = buf.getvalue()
+    return frames

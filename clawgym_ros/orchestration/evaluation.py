@@ -81,7 +81,8 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
                                 cancel, world=options.world)
     frames = {}
     if any(r.failure_states for r in results):
-        from clawgym_ros.evaluation.failure_states import collect, render_frames
+        from clawgym_ros.evaluation.failure_states import collect
+        from clawgym_ros.tasks.recovery import render_frames
 
         frames = render_frames(collect(results))
     store = ArtifactStore(run_dir)

@@ -16,8 +16,16 @@ from typing import Any
 from clawgym_ros import constants as C
 from clawgym_ros.artifacts import Artifact, ArtifactStore
 from clawgym_ros.config import check_int
+from clawgym_ros.evaluation.failure_states import (
+    FailureState,
+    FailureStateError,
+    decode,
+    metas_of,
+)
+from clawgym_ros.synthesis.episode import EpisodeSpec
 from clawgym_ros.synthesis.mixture import MixtureSpec, load_mixture, plan_episodes
 from clawgym_ros.synthesis.pool import GenerationSummary, ProgressCallback
+from clawgym_ros.tasks.recovery import check_restorable, recovery_specs
 from clawgym_ros.tasks.registry import generate_any, get_task, signoff_for
 
 
@@ -109,7 +117,6 @@ def synthesize_recovery(out: str, report_ref: str, episodes: int, seed: int, wor
             another robot or scene, a corrupted snapshot (before anything is generated).
     """
     from clawgym_ros.dataset.writer import synthesize_dataset
-    from clawgym_ros.tasks.recovery import plan_recovery
 
     check_int("episodes", episodes, 0, 10_000_000)
     check_int("seed", seed, 0, 2**63 - 1)
@@ -126,3 +133,68 @@ def synthesize_recovery(out: str, report_ref: str, episodes: int, seed: int, wor
         workers=workers or None, generation=generation,
         config={"workers": workers, **generation}, seeds={"run": seed},
         parents=[plan.report_id], progress=progress, cancel=cancel, start_method=start_method)
+
+
+def load_failure_states(run_dir: str | Path, report_ref: str
+                        ) -> tuple[str, list[FailureState]]:
+    """The failure states of a committed report, verified.
+
+    Returns:
+        (full report id, the snapshots in report order).
+
+    Raises:
+        ArtifactError: not a report id (or another kind's). FailureStateError: the report has
+            no failure states, or its failure-state file is missing or corrupted.
+    """
+    from clawgym_ros.report.render import load_report
+
+    report_id, report = load_report(run_dir, report_ref)
+    metas = metas_of(report)
+    short = report_id[:12]
+    if not metas:
+        raise FailureStateError(
+            f"report {short} has no failure states (every episode succeeded, or it was "
+            "evaluated in ros mode or in the bare scene, which record none)")
+    path = ArtifactStore(run_dir).get(report_id, C.KIND_REPORT).file(C.FILE_FAILURE_STATES)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise FailureStateError(f"report {short}: cannot read {path.name}: "
+                                f"{err.strerror or err}") from None
+    return report_id, decode(data, metas, f"report {short} {path.name}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RecoveryPlan:
+    """A checked recovery synthesis: the report, its snapshots and the episode specs.
+
+    ``held_out``: names of the snapshots left out because they were taken on a held-out
+    template (never synthesized: generalization is measured on templates no data shows).
+    """
+
+    report_id: str
+    states: tuple[FailureState, ...]
+    specs: tuple[EpisodeSpec, ...]
+    held_out: tuple[str, ...] = ()
+
+
+def plan_recovery(run_dir: str | Path, report_ref: str, episodes: int, seed: int,
+                  options: Mapping[str, Any] | None = None) -> RecoveryPlan:
+    """Load, verify and restore-check a report's failure states; plan the episodes.
+
+    Raises:
+        ArtifactError, FailureStateError, ConfigError: any bad input (module docstring),
+            before anything is generated.
+    """
+    from clawgym_ros.tasks.registry import get_task
+
+    report_id, states = load_failure_states(run_dir, report_ref)
+    usable = [fs for fs in states
+              if get_task(fs.task).template(fs.template).split == C.SPLIT_TRAIN]
+    held_out = tuple(fs.name for fs in states if fs not in usable)
+    if not usable:
+        raise FailureStateError(f"report {report_id[:12]}: all {len(states)} failure states "
+                                "are on held-out templates, which are never synthesized")
+    check_restorable(usable)
+    specs = recovery_specs(report_id, usable, episodes, seed, options)
+    return RecoveryPlan(report_id, tuple(usable), tuple(specs), held_out)
