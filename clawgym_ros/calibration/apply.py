@@ -1,17 +1,31 @@
-"""Use a calibration: its fitted values, and a scene model set to them.
+"""Use a calibration: the simulator at its fitted values.
 
-What a simulator that accepts ``--calibration ID`` would call (sim/ and synthesis/ do not yet):
+:class:`SimCalibration` is what a simulator needs of a calibration artifact (id, fitted values,
+95% intervals); :func:`load_calibration` reads it from a store. The MuJoCo backend applies the
+*active* calibration (:func:`activate` / :func:`active`) to every model it builds, before it
+records its defaults, so resets and the dynamics perturbation work around the fitted values; it
+delays commands by the fitted latency at physics-step resolution. The dynamics perturbation
+family draws around the fitted values with widths from the intervals
+(:func:`perturbation_factors`). The encoder biases belong to the robot's driver (subtract them
+from its readings): a simulator ignores them.
+
+Activation is per process and inherited by child processes (worker pools, nodes) through the
+environment variable :data:`ENV_VAR`, which holds the calibration as JSON; synthesis episodes
+and evaluation rollouts also carry it in their options and activate it in their worker, so a
+remote worker runs at the same values.
+
 :func:`load_values` reads an artifact's fitted values; :func:`apply_to_model` sets a compiled
-scene model (``clawgym_ros.sim.scene.build_model``) to the physical ones - before the backend
-records its defaults, so that resets and the dynamics perturbation then work around the
-calibrated values. The command latency needs a delay at physics-step resolution (the backend
-delays by whole 20 ms control steps) and the encoder biases belong to the robot's driver (subtract
-them from its readings); both are returned by :func:`split_values` for the caller to use.
+scene model (``clawgym_ros.sim.scene.build_model``) to the physical ones; :func:`split_values`
+separates the latency and the encoder biases.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+import os
+from collections.abc import Mapping
 from typing import Any
 
 from clawgym_ros import constants as C
@@ -21,6 +35,72 @@ from clawgym_ros.calibration.params import BIAS_PREFIX, PARAMS, PHYSICS
 from clawgym_ros.calibration.replay import ModelParams
 from clawgym_ros.errors import ArtifactError
 
+#: environment variable holding the active calibration (JSON of SimCalibration.to_dict)
+ENV_VAR = "CLAWGYM_CALIBRATION"
+#: options key of synthesis episodes / rollouts and config key of the loop
+OPTION_KEY = "calibration"
+
+
+@dataclasses.dataclass(frozen=True)
+class SimCalibration:
+    """What a simulator uses of a calibration artifact.
+
+    Attributes:
+        id: the calibration artifact's id.
+        values: fitted value per parameter (names of :mod:`.params`).
+        intervals: 95% interval (low, high) per fitted parameter.
+    """
+
+    id: str
+    values: Mapping[str, float]
+    intervals: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (options, manifests, the environment variable)."""
+        return {"id": self.id, "values": {k: float(v) for k, v in sorted(self.values.items())},
+                "intervals": {k: [float(v[0]), float(v[1])]
+                              for k, v in sorted(self.intervals.items())}}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = OPTION_KEY) -> SimCalibration:
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            ArtifactError: a malformed mapping (names ``source``).
+        """
+        try:
+            values = {str(k): float(v) for k, v in dict(data["values"]).items()}
+            intervals = {str(k): (float(v[0]), float(v[1]))
+                         for k, v in dict(data.get("intervals", {})).items()}
+            cal = cls(str(data["id"]), values, intervals)
+        except (KeyError, TypeError, ValueError, IndexError) as err:
+            raise ArtifactError(f"{source}: not a calibration (id, values, intervals): "
+                                f"{err!r}") from None
+        unknown = sorted(set(values) - set(PARAMS))
+        if unknown or not all(math.isfinite(v) for v in values.values()):
+            raise ArtifactError(f"{source}: calibration {cal.id[:12]} has unknown parameters "
+                                f"{unknown} or non-finite values")
+        return cal
+
+    @property
+    def latency_s(self) -> float:
+        """The fitted command latency, s (0 when not fitted)."""
+        return max(0.0, float(self.values.get("command_latency_s", 0.0)))
+
+
+def _read_json(store: ArtifactStore, ref: str) -> tuple[str, dict[str, Any]]:
+    artifact = store.resolve(ref, C.KIND_CALIBRATION)
+    try:
+        data = json.loads(artifact.file(FILE_JSON).read_text())
+    except (OSError, ValueError) as err:
+        raise ArtifactError(f"calibration {artifact.id[:12]}: {FILE_JSON} is unreadable: "
+                            f"{err}") from None
+    if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
+        got = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise ArtifactError(f"calibration {artifact.id[:12]}: format {got!r}, "
+                            f"expected {CALIBRATION_FORMAT!r}")
+    return artifact.id, data
+
 
 def load_values(store: ArtifactStore, ref: str) -> dict[str, float]:
     """The fitted values of calibration ``ref`` (id or unique prefix) of ``store``.
@@ -28,16 +108,80 @@ def load_values(store: ArtifactStore, ref: str) -> dict[str, float]:
     Raises:
         ArtifactError: unknown id, not a calibration, or an unreadable calibration.json.
     """
-    artifact = store.resolve(ref, C.KIND_CALIBRATION)
-    try:
-        data = json.loads(artifact.file(FILE_JSON).read_text())
-    except (OSError, ValueError) as err:
-        raise ArtifactError(f"calibration {artifact.id[:12]}: {FILE_JSON} is unreadable: "
-                            f"{err}") from None
-    if data.get("format") != CALIBRATION_FORMAT:
-        raise ArtifactError(f"calibration {artifact.id[:12]}: format {data.get('format')!r}, "
-                            f"expected {CALIBRATION_FORMAT!r}")
+    _, data = _read_json(store, ref)
     return {k: float(v) for k, v in data["values"].items() if k in PARAMS}
+
+
+def load_calibration(store: ArtifactStore, ref: str) -> SimCalibration:
+    """Calibration ``ref`` (id or unique prefix) of ``store``: id, values, 95% intervals.
+
+    Raises:
+        ArtifactError: unknown id, not a calibration, or an unreadable calibration.json.
+    """
+    art_id, data = _read_json(store, ref)
+    intervals = {p["name"]: (p["ci_low"], p["ci_high"]) for p in data.get("params", ())
+                 if isinstance(p, dict) and "name" in p}
+    return SimCalibration.from_dict({"id": art_id, "values": data.get("values"),
+                                     "intervals": intervals},
+                                    f"calibration {art_id[:12]} {FILE_JSON}")
+
+
+_ACTIVE: list[Any] = [None, None]      # [env text it was parsed from, SimCalibration | None]
+
+
+def activate(calibration: SimCalibration | Mapping[str, Any] | None) -> None:
+    """Make ``calibration`` (or none) the one simulators of this process and of the processes
+    it starts run at. A mapping is read by :meth:`SimCalibration.from_dict`."""
+    if calibration is not None and not isinstance(calibration, SimCalibration):
+        calibration = SimCalibration.from_dict(calibration)
+    if calibration is None:
+        os.environ.pop(ENV_VAR, None)
+    else:
+        os.environ[ENV_VAR] = json.dumps(calibration.to_dict(), sort_keys=True)
+
+
+def active() -> SimCalibration | None:
+    """The active calibration (see :func:`activate`), or None.
+
+    Raises:
+        ArtifactError: the environment variable does not hold a calibration.
+    """
+    text = os.environ.get(ENV_VAR, "")
+    if _ACTIVE[0] != text:
+        cal = None
+        if text:
+            try:
+                data = json.loads(text)
+            except ValueError as err:
+                raise ArtifactError(f"{ENV_VAR}: not JSON: {err}") from None
+            cal = SimCalibration.from_dict(data if isinstance(data, dict) else {}, ENV_VAR)
+        _ACTIVE[:] = [text, cal]
+    return _ACTIVE[1]
+
+
+def perturbation_factors(cal: SimCalibration) -> dict[str, float]:
+    """Widths of the dynamics perturbation around a calibration's fitted values.
+
+    For each fitted scale the dynamics family perturbs (``damping_scale``,
+    ``actuator_gain_scale``, ``object_mass_scale``): the factor f such that [v/f, v f] covers
+    the 95% interval [lo, hi] of the fitted value v (narrow where the log pins the parameter,
+    the bounds' width where it does not), in [1, 10]. ``command_latency_s``: how far the
+    interval reaches above the fitted latency (s).
+    """
+    out: dict[str, float] = {}
+    for name in ("damping_scale", "actuator_gain_scale", "object_mass_scale"):
+        if name not in cal.intervals or name not in cal.values:
+            continue
+        v = cal.values[name]
+        lo, hi = cal.intervals[name]
+        if v <= 0.0:
+            continue
+        f = max(hi / v if hi > 0 else 1.0, v / lo if lo > 0 else 10.0, 1.0)
+        out[name] = min(f, 10.0)
+    if "command_latency_s" in cal.intervals:
+        out["command_latency_s"] = max(0.0, cal.intervals["command_latency_s"][1]
+                                       - cal.latency_s)
+    return out
 
 
 def split_values(values: dict[str, float]) -> tuple[dict[str, float], float, dict[str, float]]:

@@ -22,6 +22,8 @@ class EvalConfig:
         mode: ``in_process`` (Gymnasium envs in worker processes) or ``ros`` (live topics).
         workers: rollout worker processes (in_process mode).
         checkpoint_id: artifact id of the evaluated checkpoint ("" when not from the store).
+        calibration: id of the calibration the simulator ran at ("" = none; the caller
+            activates it, :mod:`clawgym_ros.calibration.apply`).
         metrics: thresholds and constants of the metrics.
     """
 
@@ -30,6 +32,7 @@ class EvalConfig:
     mode: str = C.EVAL_MODES[0]
     workers: int = 1
     checkpoint_id: str = ""
+    calibration: str = ""
     metrics: MetricsConfig = dataclasses.field(default_factory=MetricsConfig)
 
     def __post_init__(self) -> None:
@@ -41,6 +44,8 @@ class EvalConfig:
         check_int("workers", self.workers, 1, 256)
         if not isinstance(self.checkpoint_id, str):
             raise ConfigError("checkpoint_id", self.checkpoint_id, "a string")
+        if not isinstance(self.calibration, str):
+            raise ConfigError("calibration", self.calibration, "a calibration artifact id")
         if isinstance(self.metrics, Mapping):
             object.__setattr__(self, "metrics", from_dict(MetricsConfig, self.metrics))
         elif not isinstance(self.metrics, MetricsConfig):

@@ -103,8 +103,19 @@ def _runner(source: PolicySource, options: RolloutOptions) -> Runner:
     return _RUNNER[1]
 
 
-def _run(source: PolicySource, options: RolloutOptions, spec: EpisodeSpec
-         ) -> tuple[dict[str, Any], tuple[Any, ...]]:
+def _calibration() -> dict[str, Any] | None:
+    """The caller's active calibration (workers run at it), as a picklable mapping."""
+    from clawgym_ros.calibration.apply import active
+
+    cal = active()
+    return None if cal is None else cal.to_dict()
+
+
+def _run(source: PolicySource, options: RolloutOptions, spec: EpisodeSpec,
+         calibration: dict[str, Any] | None = None) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    from clawgym_ros.calibration.apply import activate
+
+    activate(calibration)
     # The record travels as its JSON form; its failure states (numpy snapshots, not part of
     # that form) beside it.
     result = _runner(source, options).run(spec)
@@ -167,7 +178,8 @@ class WorkerPool:
         tracker = _Tracker(len(specs), progress)
         futures: list[cf.Future] = []
         try:
-            futures += [executor.submit(_run, source, options, spec) for spec in specs]
+            cal = _calibration()
+            futures += [executor.submit(_run, source, options, spec, cal) for spec in specs]
             pending = set(futures)
             while pending:
                 done, pending = cf.wait(pending, timeout=POLL_S,
@@ -282,7 +294,8 @@ def _run_on_ray(cluster: Any, source: PolicySource, specs: Sequence[EpisodeSpec]
     Ray task running :func:`_run` (each Ray worker keeps its runner, as a pool worker does)."""
     tracker = _Tracker(len(specs), progress)
     is_cancelled = cancel.is_set if cancel is not None else (lambda: False)
-    calls = [(source, options, spec) for spec in specs]
+    cal = _calibration()
+    calls = [(source, options, spec, cal) for spec in specs]
     what = [f"episode {s.index} ({s.task}/{s.template}, seed {s.seed})" for s in specs]
     for payload in cluster.map_ordered(_run, calls, what, is_cancelled):
         tracker.note(_result(payload))

@@ -5,6 +5,14 @@ Model (``s`` = episode intensity; factors at intensity 1): each scale is drawn l
 ``scale = factor ** (s * u)`` with ``u ~ U(-1, 1)``, so at intensity 1 a mass factor of 2 gives
 masses between half and double the default, and at intensity 0 every scale is 1. The command
 latency is ``latency_s * s * U(0, 1)`` seconds.
+
+Under a calibration (``--calibration ID``; :mod:`clawgym_ros.calibration.apply`) the backend's
+defaults are the fitted values, so the scales draw around them, and the widths of the fitted
+parameters come from their 95% intervals instead of the config: the mass, damping and actuator
+gain factors are those whose ``[v/f, v f]`` covers the interval of object mass, arm damping and
+servo gain (narrow where the robot's log pins the value down), and the extra latency reaches up
+to the interval's upper end. Friction (of contacts, which the calibration does not fit) keeps
+the config's factor.
 """
 
 from __future__ import annotations
@@ -56,8 +64,29 @@ class Dynamics(Perturbation):
     def _restore(self) -> None:
         self._settings = DynamicsSettings(target=self.config.target)
 
+    def widths(self) -> dict[str, float]:
+        """Factors at intensity 1 and the largest latency, s: the config's, or where the
+        active calibration fitted a parameter, the width of its interval (module docstring)."""
+        c = self.config
+        out = {"mass_factor": c.mass_factor, "friction_factor": c.friction_factor,
+               "damping_factor": c.damping_factor,
+               "actuator_gain_factor": c.actuator_gain_factor, "latency_s": c.latency_s}
+        from clawgym_ros.calibration.apply import active, perturbation_factors
+
+        cal = active()
+        if cal is not None:
+            fitted = perturbation_factors(cal)
+            for key, name in (("mass_factor", "object_mass_scale"),
+                              ("damping_factor", "damping_scale"),
+                              ("actuator_gain_factor", "actuator_gain_scale"),
+                              ("latency_s", "command_latency_s")):
+                if name in fitted:
+                    out[key] = fitted[name]
+        return out
+
     def _sample_episode(self, rng: np.random.Generator) -> None:
         c = self.config
+        w = self.widths()
         s = self.intensity
         u = rng.uniform(-1.0, 1.0, 4)
 
@@ -66,11 +95,11 @@ class Dynamics(Perturbation):
 
         self._settings = DynamicsSettings(
             target=c.target,
-            mass_scale=draw(c.mass_factor, u[0]),
-            friction_scale=draw(c.friction_factor, u[1]),
-            damping_scale=draw(c.damping_factor, u[2]),
-            actuator_gain_scale=draw(c.actuator_gain_factor, u[3]),
-            command_latency=float(c.latency_s * s * rng.uniform(0.0, 1.0)),
+            mass_scale=draw(w["mass_factor"], u[0]),
+            friction_scale=draw(w["friction_factor"], u[1]),
+            damping_scale=draw(w["damping_factor"], u[2]),
+            actuator_gain_scale=draw(w["actuator_gain_factor"], u[3]),
+            command_latency=float(w["latency_s"] * s * rng.uniform(0.0, 1.0)),
         )
 
     def settings(self) -> DynamicsSettings:

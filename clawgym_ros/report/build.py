@@ -108,7 +108,9 @@ def build_report(
         "suite": suite_info,
         # The worker count is an execution detail (like a timestamp): results are identical
         # for any count, so the report is too.
-        "config": {k: v for k, v in to_dict(config).items() if k != "workers"},
+        # (a report without a calibration keeps the form, and id, it had before the key)
+        "config": {k: v for k, v in to_dict(config).items()
+                   if k != "workers" and not (k == "calibration" and not v)},
         "n_episodes": len(results),
         "per_episode": [episode_record(r, config) for r in results],
         "aggregated": aggregated,

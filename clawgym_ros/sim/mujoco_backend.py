@@ -15,6 +15,14 @@ command):
 * ``gripper`` (1,) m - gripper width target, 0 (closed) .. 0.08 (open), split over both fingers;
 * ``base_twist`` (2,) - mobile base (linear m/s, angular rad/s), turned into wheel speeds.
 
+Calibration: the backend runs at the active calibration's fitted values
+(:mod:`clawgym_ros.calibration.apply`; ``--calibration ID`` of the commands), or at
+:class:`MujocoConfig` ``calibration``'s: joint friction, damping, armature, arm servo gains and
+object masses are set on the model before its defaults are recorded (resets and the dynamics
+perturbation then work around them), and commands take effect the fitted latency later, rounded
+to the physics step (a control step runs its first physics steps on the previous command). A
+reset picks up a calibration activated since the model was built.
+
 Rendering is offscreen (``MUJOCO_GL=egl`` unless set before MuJoCo is first imported); shadows
 are off unless :class:`MujocoConfig` ``shadows`` is true.
 """
@@ -62,6 +70,8 @@ class MujocoConfig:
     depth: bool = dataclasses.field(
         default=False, metadata={"help": "also render depth images of the cameras"})
     shadows: bool = dataclasses.field(default=False, metadata={"help": "render shadows"})
+    calibration: Any = dataclasses.field(
+        default=None, metadata={"help": "a SimCalibration to run at (None: the active one)"})
 
     def __post_init__(self) -> None:
         check_choice("mujoco.scene", self.scene, S.SCENE_NAMES)
@@ -187,6 +197,10 @@ class MujocoBackend(SimBackend):
         self.scene, self.model = self._load(scene_name)
         self.data = mujoco.MjData(self.model)
         self.index = index_model(self.model, self.scene)
+        self._model_params: Any = None         # the compiled (uncalibrated) arm parameters
+        self._calibration: Any = None
+        self._calibration_delay = 0            # physics steps
+        self._set_calibration(self._wanted_calibration())
         for cam in self.config.cameras:
             if cam not in self.index.cameras:
                 raise ConfigError("mujoco.cameras", cam, "one of " + ", ".join(self.index.cameras))
@@ -209,7 +223,7 @@ class MujocoBackend(SimBackend):
         }
         self._lighting: dict[str, LightingSettings] = {}
         self._dynamics: dict[str, DynamicsSettings] = {}
-        self._latency_steps = 0
+        self._latency_steps = 0                 # control steps (dynamics perturbation)
         self._cmd = np.zeros(m.nu)
         self._pending: collections.deque[np.ndarray] = collections.deque()
         self._seed: int | None = None
@@ -222,6 +236,46 @@ class MujocoBackend(SimBackend):
         self._ctrl_lo = m.actuator_ctrlrange[:, 0].copy()
         self._ctrl_hi = m.actuator_ctrlrange[:, 1].copy()
         self.reset(0)
+
+    def _wanted_calibration(self) -> Any:
+        if self.config.calibration is not None:
+            return self.config.calibration
+        from clawgym_ros.calibration.apply import active
+
+        return active()
+
+    def _set_calibration(self, cal: Any) -> None:
+        """Set the model to calibration ``cal`` (None: as compiled) and record the result as
+        the defaults that resets and perturbations restore."""
+        from clawgym_ros.calibration.apply import split_values
+
+        if cal is None and self._calibration is None:
+            return
+        m = self.model
+        if self.scene.robot.is_arm:
+            if self._model_params is None:
+                from clawgym_ros.calibration.replay import ModelParams
+
+                self._model_params = ModelParams(m)
+            if cal is None:
+                for key, arr in self._model_params.defaults.items():
+                    getattr(m, key)[:] = arr
+            else:
+                self._model_params.apply(m, split_values(cal.values)[0])
+        self._calibration = cal
+        self._calibration_delay = (0 if cal is None else
+                                   int(round(cal.latency_s / float(m.opt.timestep))))
+        dft = getattr(self, "_defaults", None)
+        if dft is not None:
+            for key in ("body_mass", "body_inertia", "dof_damping", "actuator_gainprm",
+                        "actuator_biasprm"):
+                dft[key] = getattr(m, key).copy()
+
+    @property
+    def calibration(self) -> Any:
+        """The :class:`~clawgym_ros.calibration.apply.SimCalibration` the model runs at, or
+        None."""
+        return self._calibration
 
     def _load(self, scene_name: str) -> tuple[S.SceneSpec, Any]:
         """The scene spec and its compiled model (task backends override this to build
@@ -241,6 +295,9 @@ class MujocoBackend(SimBackend):
         """
         if scenario is not None and scenario != self.scene.name:
             self._build(scenario)
+        cal = self._wanted_calibration()
+        if getattr(cal, "id", None) != getattr(self._calibration, "id", None):
+            self._set_calibration(cal)
         self.restore_defaults()
         rng = rng if rng is not None else np.random.default_rng(seed)
         self._seed = seed
@@ -372,9 +429,12 @@ class MujocoBackend(SimBackend):
 
     def describe(self) -> dict[str, Any]:
         """Active runtime knobs (for episode records)."""
-        return {"backend": self.name, "scene": self.scene.name, "seed": self._seed,
-                "lighting": [dataclasses.asdict(s) for s in self._lighting.values()],
-                "dynamics": [dataclasses.asdict(s) for s in self._dynamics.values()]}
+        out = {"backend": self.name, "scene": self.scene.name, "seed": self._seed,
+               "lighting": [dataclasses.asdict(s) for s in self._lighting.values()],
+               "dynamics": [dataclasses.asdict(s) for s in self._dynamics.values()]}
+        if self._calibration is not None:
+            out["calibration"] = self._calibration.id
+        return out
 
     # ------------------------------------------------------------------ state snapshots
     def get_state(self) -> np.ndarray:
@@ -446,14 +506,26 @@ class MujocoBackend(SimBackend):
         if action is not None:
             self.apply_action(action)
         m, d, ctrl = self.model, self.data, self._ctrl
+        delay = self._calibration_delay + self._latency_steps * self.substeps
         for _ in range(control_steps):
-            if self._latency_steps:
-                self._pending.append(self._cmd.copy())
-                if len(self._pending) > self._latency_steps:
-                    ctrl[:] = self._pending.popleft()
+            if delay:
+                # commands take effect `delay` physics steps after their control step: the
+                # first `rem` physics steps still run on the command before
+                whole, rem = divmod(delay, self.substeps)
+                pending = self._pending
+                pending.append(self._cmd.copy())
+                while len(pending) > whole + 2:
+                    pending.popleft()
+                if rem:
+                    if len(pending) > whole + 1:
+                        ctrl[:] = pending[-2 - whole]
+                    mujoco.mj_step(m, d, nstep=rem)
+                if len(pending) > whole:
+                    ctrl[:] = pending[-1 - whole]
+                mujoco.mj_step(m, d, nstep=self.substeps - rem)
             else:
                 ctrl[:] = self._cmd
-            mujoco.mj_step(m, d, nstep=self.substeps)
+                mujoco.mj_step(m, d, nstep=self.substeps)
         # mj_step leaves positions-derived quantities (site/body poses) one physics substep
         # behind qpos; refresh them so tool_pose (and GPS, cameras) match the joint state,
         # exactly as forward kinematics of the reported joints gives (the ROS path). Dynamics

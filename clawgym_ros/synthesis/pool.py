@@ -121,6 +121,10 @@ def run_episode(generate: Generator, signoff: Signoff, encode: Encoder | None,
     A generator exception becomes a ``generator_error`` rejection (the run goes on); a sign-off
     or encoder exception propagates (it is a configuration or code error, not a bad episode).
     """
+    # the simulator runs at the spec's calibration (part of the dataset's id), or at none
+    from clawgym_ros.calibration.apply import OPTION_KEY, activate
+
+    activate(spec.options.get(OPTION_KEY))
     try:
         record = generate(spec)
         if not isinstance(record, EpisodeRecord):

@@ -1,0 +1,133 @@
+"""The simulator at a calibration's fitted values (issue 23): the backend, the command latency
+as a sub-step delay, the dynamics perturbation's widths, and ``--calibration ID`` of the
+commands."""
+
+from __future__ import annotations
+
+import json
+
+import mujoco
+import numpy as np
+import pytest
+
+from clawgym_ros import constants as C
+from clawgym_ros.artifacts import ArtifactStore
+from clawgym_ros.calibration import apply as A
+from clawgym_ros.calibration.artifact import CALIBRATION_FORMAT, FILE_JSON
+
+VALUES = {"joint_friction": 0.5, "damping_scale": 2.0, "armature_scale": 1.2,
+          "actuator_gain_scale": 0.9, "object_mass_scale": 1.2, "command_latency_s": 0.004}
+
+
+def commit_calibration(run_dir, values=VALUES, rel=0.01) -> str:
+    """A calibration artifact with ``values`` and intervals of +-``rel`` (no fit: the format
+    ``clawgym calibrate`` writes, reduced to what a simulator reads)."""
+    params = [{"name": k, "value": v, "ci_low": v * (1 - rel), "ci_high": v * (1 + rel)}
+              for k, v in values.items()]
+    data = {"format": CALIBRATION_FORMAT, "version": 1, "values": values, "params": params}
+    store = ArtifactStore(run_dir)
+    return store.put_files(C.KIND_CALIBRATION, {FILE_JSON: json.dumps(data).encode()},
+                           config={}).id
+
+
+@pytest.fixture
+def no_calibration(monkeypatch):
+    """Leave no calibration active after the test (it would leak into later tests)."""
+    monkeypatch.delenv(A.ENV_VAR, raising=False)
+    yield
+    A.activate(None)
+
+
+def rollout(env, steps: int = 40) -> np.ndarray:
+    obs, _ = env.reset(seed=3)
+    out = []
+    for k in range(steps):
+        obs, *_ = env.step({C.ACT_JOINT_TARGET: obs[C.OBS_JOINT_POS] + 0.03 * np.sin(k / 4)})
+        out.append(obs[C.OBS_JOINT_POS])
+    return np.array(out)
+
+
+def test_the_backend_runs_at_the_active_calibration(tmp_path, no_calibration):
+    from clawgym_ros.tasks.pick_place import PickPlaceEnv
+
+    cal_id = commit_calibration(tmp_path)
+    cal = A.load_calibration(ArtifactStore(tmp_path), cal_id[:12])
+    assert cal.id == cal_id and cal.values == VALUES
+    assert cal.intervals["damping_scale"] == pytest.approx((1.98, 2.02))
+    env = PickPlaceEnv()
+    nominal = rollout(env)
+    m = env.backend.model
+    dof = [m.joint(j).dofadr[0] for j in C.ARM_JOINTS]
+    damping = m.dof_damping[dof].copy()
+    act = m.actuator("arm_joint_1_pos").id
+    kp = m.actuator_gainprm[act, 0]
+    A.activate(cal)
+    calibrated = rollout(env)            # the next reset picks the calibration up
+    assert m.dof_frictionloss[dof] == pytest.approx([0.5] * 7)
+    assert m.dof_damping[dof] == pytest.approx(damping * 2.0)
+    assert m.actuator_gainprm[act, 0] == pytest.approx(kp * 0.9)
+    assert env.backend.describe()["calibration"] == cal_id
+    assert np.abs(calibrated - nominal).max() > 1e-3
+    # a fresh env in this process runs at it too; resets restore the calibrated defaults
+    assert np.array_equal(rollout(PickPlaceEnv()), calibrated)
+    A.activate(None)
+    assert np.array_equal(rollout(env), nominal)
+    assert m.dof_damping[dof] == pytest.approx(damping) and "calibration" not in \
+        env.backend.describe()
+
+
+def test_command_latency_is_a_sub_step_delay():
+    """4 ms at a 2 ms physics step: each control step's first two physics steps still run on
+    the previous command (checked against stepping the model by hand)."""
+    from clawgym_ros.sim.mujoco_backend import MujocoBackend, MujocoConfig
+
+    cal = A.SimCalibration("test", {"command_latency_s": 0.004})
+    backend = MujocoBackend(MujocoConfig(calibration=cal))
+    backend.reset(0)
+    model, data = backend.model, mujoco.MjData(backend.model)
+    mujoco.mj_copyData(data, model, backend.data)
+    home = backend.data.ctrl.copy()
+    targets = [home[:7] + 0.1 * (k + 1) for k in range(3)]
+    previous = home.copy()
+    for target in targets:
+        backend.step({C.ACT_JOINT_TARGET: target})
+        ctrl = previous.copy()
+        ctrl[:7], ctrl[7:14] = target, 0.0
+        data.ctrl[:] = previous
+        mujoco.mj_step(model, data, nstep=2)
+        data.ctrl[:] = ctrl
+        mujoco.mj_step(model, data, nstep=backend.substeps - 2)
+        previous = ctrl
+    assert np.array_equal(backend.data.qpos, data.qpos)
+
+
+def test_dynamics_perturbation_draws_within_the_intervals(tmp_path, no_calibration):
+    from clawgym_ros.perturbations.dynamics import Dynamics, DynamicsConfig
+
+    pert = Dynamics(DynamicsConfig(intensity=1.0, seed=4))
+    assert pert.widths()["damping_factor"] == 3.0
+    A.activate(A.load_calibration(ArtifactStore(tmp_path), commit_calibration(tmp_path)))
+    widths = pert.widths()
+    assert widths["damping_factor"] == pytest.approx(1 / 0.99)
+    assert widths["friction_factor"] == 2.0          # contact friction is not fitted
+    assert widths["latency_s"] == pytest.approx(0.004 * 0.01)
+    for seed in range(20):
+        pert.reset(seed=seed)
+        s = pert.settings()
+        assert 0.99 - 1e-9 <= s.damping_scale <= 1 / 0.99 + 1e-9
+        assert 0.99 - 1e-9 <= s.actuator_gain_scale <= 1 / 0.99 + 1e-9
+        assert 0.0 <= s.command_latency <= 4e-5
+
+
+def test_a_malformed_calibration_is_refused(tmp_path, no_calibration, monkeypatch):
+    from clawgym_ros.errors import ArtifactError
+
+    with pytest.raises(ArtifactError, match="artifact id 'nope' is malformed"):
+        A.load_calibration(ArtifactStore(tmp_path), "nope")
+    with pytest.raises(ArtifactError, match="unknown artifact id 'deadbeef'"):
+        A.load_calibration(ArtifactStore(tmp_path), "deadbeef")
+    with pytest.raises(ArtifactError, match="unknown parameters .'mass'."):
+        A.SimCalibration.from_dict({"id": "x", "values": {"mass": 1.0}})
+    monkeypatch.setenv(A.ENV_VAR, "{not json")
+    with pytest.raises(ArtifactError, match=A.ENV_VAR):
+        A.active()
