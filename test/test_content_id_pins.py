@@ -86,7 +86,8 @@ TRAIN_RUNS = {
 CHECKPOINT_IDS = {
     "mlp": "df77c03429e65e367cd73acce93563d70de22ecf1f50e4469959c44b71f7bd4b",
     "mlp_recipe": "c5f6dbaa8da7ed26443aea1bdd17d3bfa826972e91d86cd04bf7b82b61ba0639",
-    "cnn": "137d0593cd4d1444fa57b2bc7ce74cceb8da0dc9e1d931fa68229ccc5059ccc9",
+    # 2026-12-05: the cnn policy trains on augmented images (random shift, brightness)
+    "cnn": "1d387e6aee71753b7dcf93f1cd03dc5cecfdf35cdabedc406d97eef6a35d78f6",
 }
 
 

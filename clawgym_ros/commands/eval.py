@@ -30,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "world sim_node simulates; ros mode)")
     parser.add_argument("--max-steps", type=int, default=0,
                         help="control steps per episode (0 = the env's limit)")
+    parser.add_argument("--image-size", type=int, default=0,
+                        help="camera image side in pixels for a policy that reads images "
+                             "(0 = the size it was trained on; another size is refused)")
     from clawgym_ros.ray_executor import add_executor_args
 
     add_executor_args(parser)
@@ -59,7 +62,8 @@ def _run(args: argparse.Namespace) -> int:
                      checkpoint_id=args.checkpoint or "")
     source = (PolicySource.parse(args.checkpoint, args.out) if args.checkpoint
               else PolicySource.parse(args.policy, args.out))
-    options = RolloutOptions(world=args.world, max_steps=args.max_steps)
+    options = RolloutOptions(world=args.world, max_steps=args.max_steps,
+                             image_size=args.image_size)
 
     def progress(done: int, total: int, ok: int) -> None:
         print(f"\r{done}/{total} episodes, {ok} successes", end="", file=sys.stderr,

@@ -158,8 +158,10 @@ class RolloutOptions:
         world: ``auto``, ``task`` or ``scene`` (module docstring).
         max_steps: control steps per episode; 0 = the env's own limit.
         cameras: cameras whose images join the observation (``<camera>_rgb``; the first is
-            also given as ``image``, the key image policies read).
-        image_size: square image size in pixels.
+            also given as ``image``, the key image policies read). Empty for a policy that
+            reads images: the wrist camera, the one synthesis records (:func:`image_options`).
+        image_size: square image size in pixels; 0 = the size an image policy was trained on
+            (84 for other policies); any other size than that is refused.
         rate_hz: sampling rate of the recorded series.
         failure_states: keep restorable snapshots of where failed episodes failed (task
             world; :mod:`~clawgym_ros.evaluation.failure_states`).
@@ -168,7 +170,7 @@ class RolloutOptions:
     world: str = WORLD_AUTO
     max_steps: int = 0
     cameras: tuple[str, ...] = ()
-    image_size: int = 84
+    image_size: int = 0
     rate_hz: float = 20.0
     failure_states: bool = True
 
@@ -176,8 +178,50 @@ class RolloutOptions:
         check_choice("world", self.world, WORLDS)
         check_int("max_steps", self.max_steps, 0, 1_000_000)
         object.__setattr__(self, "cameras", tuple(self.cameras))
-        check_int("image_size", self.image_size, 8, 640)
+        if self.image_size != 0:
+            check_int("image_size", self.image_size, 8, 640)
         check_range("rate_hz", self.rate_hz, 0.0, 1000.0, low_open=True)
+
+
+#: Image size of rendered observations when neither the options nor the policy set one.
+DEFAULT_IMAGE_SIZE = 84
+
+
+def policy_image_shape(policy: Any) -> tuple[int, ...] | None:
+    """The (height, width, channels) a policy's network was trained on, or None for a policy
+    that reads no camera image (its own ``uses_image``, else its model's, as the ROS path
+    decides)."""
+    declared = getattr(policy, "uses_image", None)
+    model = getattr(policy, "model", None)
+    if declared is None:
+        declared = getattr(model, "uses_image", False)
+    if not declared:
+        return None
+    shape = getattr(getattr(model, "spec", None), "image_shape", None)
+    return None if shape is None else tuple(int(s) for s in shape)
+
+
+def image_options(policy: Any, options: RolloutOptions) -> RolloutOptions:
+    """``options`` completed for ``policy``: a policy that reads images gets the wrist camera
+    (unless cameras are given) at the size it was trained on; size 0 becomes 84 otherwise.
+
+    Raises:
+        ConfigError: an image size other than the policy's (naming both), or a policy trained
+            on non-square images (rendered images here are square).
+    """
+    shape = policy_image_shape(policy)
+    if shape is None:
+        return options if options.image_size else dataclasses.replace(
+            options, image_size=DEFAULT_IMAGE_SIZE)
+    height, width = shape[0], shape[1]
+    if height != width:
+        raise ConfigError("policy image shape", list(shape), "square images (the evaluator "
+                          "renders square camera images)")
+    if options.image_size and options.image_size != height:
+        raise ConfigError("image_size", options.image_size,
+                          f"{height} (the size this policy was trained on), or 0 for it")
+    return dataclasses.replace(options, image_size=height,
+                               cameras=options.cameras or (C.CAMERA_WRIST,))
 
 
 def task_available(task: str) -> bool:
@@ -395,7 +439,7 @@ class Runner:
         import clawgym_ros.sim  # noqa: F401  (registers the envs)
 
         self.policy = policy
-        self.options = options or RolloutOptions()
+        self.options = image_options(policy, options or RolloutOptions())
         self.record_actions = record_actions
         self.actions: list[dict[str, np.ndarray]] = []
         self.timing = EpisodeTiming()

@@ -311,8 +311,8 @@ def episode_limit(task: str, world: str, max_steps: int = 0) -> int:
 def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
                     scene: str = C.SCENE_TABLETOP, image: bool = False,
                     max_chunk: int | None = None, world: str = "scene",
-                    mode: str = POLICY_LOCKSTEP, control_rate: float = 50.0
-                    ) -> list[ProcessSpec]:
+                    mode: str = POLICY_LOCKSTEP, control_rate: float = 50.0,
+                    image_size: int = 0) -> list[ProcessSpec]:
     """sim_node (lockstep), the interposers the specs need and policy_node, with remaps.
 
     Without an observation interposer the policy reads the raw topics directly (remapped).
@@ -321,7 +321,8 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
     policy_node is told the suite's tasks (their ``task_state`` observation keys).
     ``mode`` ``free``: the free-running shape instead (sim_node in real time, policy_node on
     its timer at ``control_rate``, waiting for the t = 0 samples after each ``~/reset``;
-    nominal specs only: no interposers).
+    nominal specs only: no interposers). ``image``: policy_node reads the camera
+    (``image_key``), rendered by sim_node at ``image_size`` pixels square (0 = its default).
 
     Raises:
         ConfigError: specs of several scenes, or perturbed specs in free mode.
@@ -344,6 +345,9 @@ def graph_processes(specs: Sequence[EpisodeSpec], policy: str, run_dir: str,
                 "-p", f"clock_mode:={'free' if free else 'lockstep'}",
                 "-p", f"publish_camera:={str(image).lower()}",
                 "-p", f"publish_clock:={str(hold).lower()}"]
+    if image and image_size:
+        sim_args += ["-p", f"image_width:={int(image_size)}",
+                     "-p", f"image_height:={int(image_size)}"]
     if scene == C.SCENE_TABLETOP:
         # Only what the arm observation needs (fewer entities: faster lockstep callbacks).
         sim_args += ["-p", "publish_imu:=false", "-p", "publish_gps:=false",

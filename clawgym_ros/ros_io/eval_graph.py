@@ -83,6 +83,27 @@ def check_children(group: ProcessGroup) -> None:
                             + (f": {why}" if why else ""))
 
 
+def _image_size(policy: str, run_dir: str) -> int:
+    """Camera image side a checkpoint policy was trained on (0: it reads no image; the
+    scripted baselines never do). Loads the checkpoint here, so a bad one fails before any
+    node starts."""
+    from clawgym_ros.evaluation.rollout import (
+        POLICY_CHECKPOINT,
+        PolicySource,
+        RolloutOptions,
+        image_options,
+        policy_image_shape,
+    )
+
+    source = PolicySource.parse(policy, run_dir)
+    if source.kind != POLICY_CHECKPOINT:
+        return 0
+    loaded = source.load()
+    if policy_image_shape(loaded) is None:
+        return 0
+    return image_options(loaded, RolloutOptions()).image_size
+
+
 @contextlib.contextmanager
 def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log_dir: Any,
                     suffix: str, families: Sequence[str], timeout: float, max_steps: int,
@@ -115,8 +136,10 @@ def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log
         env = isolated_ros_env(domain)
         os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
         group = stack.enter_context(ProcessGroup(env=env, log_dir=log_dir))
+        image_size = _image_size(policy, run_dir)
         for proc in graph_processes(specs, policy, run_dir, scene=scene, max_chunk=max_chunk,
-                                    world=start_world):
+                                    world=start_world, image=bool(image_size),
+                                    image_size=image_size):
             group.start_module(proc.name, proc.module, proc.args)
         context = rclpy.Context()
         rclpy.init(context=context, domain_id=domain)

@@ -542,6 +542,8 @@ def train(
                 if harden is not None:
                     batch.obs = harden(batch.obs, noise_gen)
                 obs, target, group, image = _to_tensors(batch, policy)
+                if image is not None:
+                    image = policy.augment(image, noise_gen)
                 log_now = step % cfg.log_interval == 0 or step == cfg.steps
                 metrics = update_step(policy, TensorBatch(obs, target, group, image), optim,
                                       group_weights=weight_vec, grad_clip=cfg.grad_clip,

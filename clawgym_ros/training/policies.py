@@ -9,6 +9,7 @@ layout, so that parameter groups mean the same everywhere:
   ``trunk`` (Linear + ReLU per further width) -> ``head`` (Linear to ``chunk * act_dim``).
 - ``cnn``: camera image -> ``encoder`` (3 strided convs, 4x4 average pool, Linear + ReLU to
   ``hidden[0]``), concatenated with the normalized state vector -> ``trunk`` -> ``head``.
+  Trained with image augmentation (:meth:`CNNPolicy.augment`: random shifts and brightness).
 
 Parameter groups (freezable by name): ``encoder``, ``trunk``, ``head``. Normalization statistics
 of observations and actions are buffers (saved with the weights, never trained): the network
@@ -29,6 +30,7 @@ import torch
 from torch import nn
 
 from clawgym_ros import constants as C
+from clawgym_ros.config import check_int, check_range
 from clawgym_ros.errors import ClawgymError, ConfigError
 from clawgym_ros.training.registry import policy_class, register_policy
 
@@ -65,7 +67,7 @@ class PolicySpec:
     #: (action column, observation column, width) triples of action parts predicted relative
     #: to an observation (joint targets relative to the joint positions: ``action_mode`` delta)
     relative: tuple[tuple[int, int, int], ...] = ()
-    #: the policy type's own options (its ``Options`` dataclass as a dict; empty for mlp, cnn)
+    #: the policy type's own options (its ``Options`` dataclass as a dict; empty = defaults)
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
@@ -229,7 +231,8 @@ class PolicyModel(nn.Module):
       every trainable parameter under ``encoder``, ``trunk`` or ``head`` (the freezable
       groups);
     - :meth:`forward`: normalized input [+ uint8 images] -> normalized action chunk;
-    - optionally :meth:`loss` (default: mean squared error per sample) and :meth:`act`;
+    - optionally :meth:`loss` (default: mean squared error per sample), :meth:`act` and
+      :meth:`augment` (training-time image augmentation; default none);
     - ``uses_image = True`` when it needs camera images.
 
     The loop knows no architecture: it builds the policy with :func:`build_policy`, trains on
@@ -279,6 +282,12 @@ class PolicyModel(nn.Module):
         """
         pred = self(batch.obs, batch.image)
         return (pred - batch.target).pow(2).mean(dim=(1, 2)), {}
+
+    def augment(self, image: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Training-time augmentation of a minibatch of uint8 images (B, H, W, 3), drawn with
+        ``generator`` (the loop's seeded noise generator, so a run is reproducible and
+        resumable). Default: none."""
+        return image
 
     def act(self, state: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
         """Raw observation vectors (B, obs_dim) [+ images] -> raw action chunks
@@ -342,12 +351,33 @@ class MLPPolicy(_TrunkHead):
         return self._tail(self.encoder(obs_n))
 
 
+@dataclasses.dataclass(frozen=True)
+class CNNOptions:
+    """Image augmentation of the ``cnn`` policy (training only; acting sees plain frames).
+
+    Attributes:
+        shift_pad: random shift of each training image by up to this many pixels in x and y
+            (edge pixels repeated; DrQ's pad-and-crop), [0, 32]; 0 = off.
+        brightness: each training image's pixel values scaled by a factor drawn from
+            [1 - brightness, 1 + brightness], [0, 1]; 0 = off.
+    """
+
+    shift_pad: int = 4
+    brightness: float = 0.3
+
+    def __post_init__(self) -> None:
+        check_int("policy_options.shift_pad", self.shift_pad, 0, 32)
+        check_range("policy_options.brightness", self.brightness, 0.0, 1.0)
+
+
 @register_policy(C.POLICY_CNN)
 class CNNPolicy(_TrunkHead):
     """Camera image -> ``encoder`` (:class:`ImageEncoder`, width ``hidden[0]``), concatenated
-    with the normalized state vector -> trunk -> head."""
+    with the normalized state vector -> trunk -> head; trained on augmented images
+    (:class:`CNNOptions`)."""
 
     uses_image = True
+    Options = CNNOptions
 
     def __init__(self, spec: PolicySpec, stats: Mapping[str, np.ndarray] | None = None,
                  options: Any = None):
@@ -359,6 +389,23 @@ class CNNPolicy(_TrunkHead):
         if image is None:
             raise ClawgymError("cnn policy called without an image")
         return self._tail(torch.cat([self.encoder(image), obs_n], dim=1))
+
+    def augment(self, image: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Random shift (clamped indices: the same as replicate padding then cropping) and a
+        brightness factor per image; uint8 in, uint8 out."""
+        batch, height, width, _ = image.shape
+        pad = self.options.shift_pad
+        if pad:
+            shift = torch.randint(-pad, pad + 1, (2, batch), generator=generator)
+            rows = (torch.arange(height)[None, :] + shift[0][:, None]).clamp_(0, height - 1)
+            cols = (torch.arange(width)[None, :] + shift[1][:, None]).clamp_(0, width - 1)
+            image = image[torch.arange(batch)[:, None, None], rows[:, :, None], cols[:, None, :]]
+        if self.options.brightness:
+            low = 1.0 - self.options.brightness
+            scale = low + 2.0 * self.options.brightness * torch.rand(batch, generator=generator)
+            image = (image.float() * scale[:, None, None, None]).round_().clamp_(0, 255).to(
+                torch.uint8)
+        return image
 
 
 def floor_stats(stats: Mapping[str, np.ndarray], floor: float) -> dict[str, np.ndarray]:
@@ -477,6 +524,20 @@ def unflatten_action(vector: np.ndarray, action_spec: Mapping[str, int]) -> dict
     return out
 
 
+def check_image_shape(spec: PolicySpec, shape: Sequence[int]) -> None:
+    """Refuse a camera image of another size than the policy was trained on.
+
+    Raises:
+        ClawgymError: one line naming both sizes (height x width x channels).
+    """
+    want = spec.image_shape
+    if want is not None and tuple(int(s) for s in shape) != tuple(want):
+        got = "x".join(str(int(s)) for s in shape)
+        raise ClawgymError(f"camera image is {got} (height x width x channels); this "
+                           f"{spec.type} policy was trained on {'x'.join(map(str, want))} "
+                           f"images: set the camera's image size to {want[1]}x{want[0]}")
+
+
 class TorchPolicy:
     """A trained :class:`PolicyModel` behind the evaluator's Policy protocol.
 
@@ -517,8 +578,9 @@ class TorchPolicy:
             if self.model.uses_image:
                 if self.image_key not in obs:
                     raise ClawgymError(f"observation lacks the camera image {self.image_key!r}")
-                image = torch.from_numpy(np.ascontiguousarray(obs[self.image_key],
-                                                              dtype=np.uint8)).unsqueeze(0)
+                pixels = np.ascontiguousarray(obs[self.image_key], dtype=np.uint8)
+                check_image_shape(self.model.spec, pixels.shape)
+                image = torch.from_numpy(pixels).unsqueeze(0)
             with torch.inference_mode():
                 chunk = self.model.act(state, image)[0]
             self._queue.extend(chunk.numpy().astype(np.float64))
