@@ -308,6 +308,22 @@ class LockstepEvaluator:
                                 "available")
         return self.step_client.call_async(request)
 
+    def _await_run(self, future: Any) -> None:
+        """Spinning the executor here: wait up to the timeout for a run's answer without
+        waking for its ground truth, which stays queued (:data:`TRUTH_QOS` holds more than a
+        run) and is taken afterwards, all at once: one wake-up per run instead of one per
+        sample, so this process leaves the CPU to sim_node and policy_node meanwhile. A run
+        still unanswered then is followed sample by sample (each with its own timeout)."""
+        quiet = getattr(self.executor, "spin_once_quiet", None)
+        if quiet is None:
+            return
+        deadline = time.monotonic() + self.timeout
+        while not future.done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            quiet(timeout_sec=min(left, 0.1))
+
     def _finish(self, future: Any, what: str) -> Any:
         self._wait_for(future.done, what, future)
         response = future.result()
@@ -450,6 +466,7 @@ class LockstepEvaluator:
             run = min(RUN_STEPS, limit - steps)
             what = f"sim/step x{run} from t={t:.3f} (waits for the policy's commands)"
             future = self._run(stamp, run)
+            self._await_run(future)
             for _ in range(run):
                 for core in lighting:
                     # The wrapper advances lighting before each step (the recorded parameters).

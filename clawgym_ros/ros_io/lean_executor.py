@@ -27,6 +27,9 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.subscription import Subscription
 from rclpy.task import Task
 
+#: Most messages one ready subscription delivers per wake-up (the deepest lockstep QoS).
+DRAIN_MAX = 64
+
 
 class LeanExecutor(Executor):
     """Single-threaded executor with a persistent wait set (see the module docstring).
@@ -84,6 +87,13 @@ class LeanExecutor(Executor):
         """Wait (``timeout_sec``; None = forever, 0 = poll) and run everything ready."""
         self._spin(timeout_sec)
 
+    def spin_once_quiet(self, timeout_sec: float | None = None) -> None:
+        """As :meth:`spin_once`, but subscriptions neither wake nor run: their messages stay
+        queued in the middleware (up to their QoS depth) for a later :meth:`spin_once`. A
+        driver waiting for a service answer takes the messages of the whole run at once
+        instead of waking for each."""
+        self._spin(timeout_sec, subscriptions=False)
+
     def _spin_once_until_future_complete(self, future: Any, timeout_sec: Any = None) -> None:
         self._spin(timeout_sec)
 
@@ -91,7 +101,7 @@ class LeanExecutor(Executor):
         future.add_done_callback(lambda _: self.wake())
         self._spin(timeout_sec)
 
-    def _spin(self, timeout_sec: Any) -> None:
+    def _spin(self, timeout_sec: Any, subscriptions: bool = True) -> None:
         if isinstance(timeout_sec, TimeoutObject):
             timeout_sec = timeout_sec.timeout
         if self._is_shutdown or not self._context.ok():
@@ -102,7 +112,7 @@ class LeanExecutor(Executor):
             self._rebuild()
         ws = self._wait_set
         ws.clear_entities()
-        for sub in self._subs:
+        for sub in self._subs if subscriptions else ():
             ws.add_subscription(sub.handle)
         for srv in self._services:
             ws.add_service(srv.handle)
@@ -132,9 +142,14 @@ class LeanExecutor(Executor):
 
     def _execute(self, kind: str, entity: Any) -> None:
         if kind == "subscription":
-            taken = entity.handle.take_message(entity.msg_type, entity.raw)
-            if taken is not None:
-                if entity._callback_type is Subscription.CallbackType.MessageOnly:
+            # Every queued message (at most DRAIN_MAX), in order: a reader that waited
+            # (spin_once_quiet) takes a run's samples in one wake-up.
+            message_only = entity._callback_type is Subscription.CallbackType.MessageOnly
+            for _ in range(DRAIN_MAX):
+                taken = entity.handle.take_message(entity.msg_type, entity.raw)
+                if taken is None:
+                    break
+                if message_only:
                     entity.callback(taken[0])
                 else:
                     entity.callback(*taken)
