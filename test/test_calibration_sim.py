@@ -131,3 +131,36 @@ def test_a_malformed_calibration_is_refused(tmp_path, no_calibration, monkeypatc
     monkeypatch.setenv(A.ENV_VAR, "{not json")
     with pytest.raises(ArtifactError, match=A.ENV_VAR):
         A.active()
+
+
+def test_synth_and_eval_take_a_calibration(tmp_path, no_calibration, capsys):
+    """``--calibration ID``: the run simulates at it and its id joins the dataset's and the
+    report's content (the uncalibrated ids are pinned in test_content_id_pins); a bad id is
+    one line, exit 2, nothing committed."""
+    from clawgym_ros.cli import main as cli_main
+    from test.test_content_id_pins import DATASET_IDS, REPORT_ID, ros_distro
+
+    cal_id = commit_calibration(tmp_path)
+    assert cli_main(["synth", "--task", "pick_place", "--episodes", "1", "--seed", "5",
+                     "--workers", "1", "--out", str(tmp_path), "--calibration", cal_id[:12]]) == 0
+    dataset = capsys.readouterr().out.split()[0]
+    assert cli_main(["eval", "--policy", "scripted:pick_place:grasp_height=0.015",
+                     "--suite", "smoke", "--seed", "3", "--out", str(tmp_path),
+                     "--workers", "1", "--max-steps", "60", "--calibration", cal_id[:12]]) == 0
+    report_id = capsys.readouterr().out.split()[0]
+    A.activate(None)
+    assert dataset != DATASET_IDS.get(ros_distro(), {}).get(C.TASK_PICK_PLACE)
+    assert report_id != REPORT_ID
+    store = ArtifactStore(tmp_path)
+    episodes = store.get(dataset).file("episodes.jsonl").read_text()
+    assert json.loads(episodes.splitlines()[0])["options"]["calibration"]["id"] == cal_id
+    report = json.loads(store.get(report_id).file(C.FILE_REPORT_JSON).read_text())
+    assert report["config"]["calibration"] == cal_id
+    before = sorted(p.name for p in (tmp_path / "artifacts").rglob("*"))
+    for command in (["synth", "--task", "pick_place", "--episodes", "1", "--seed", "5"],
+                    ["eval", "--policy", "scripted:pick_place", "--suite", "smoke",
+                     "--seed", "3"]):
+        assert cli_main([*command, "--out", str(tmp_path), "--calibration", "0123abcd"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "unknown artifact id '0123abcd'" in err and "\n" not in err
+    assert sorted(p.name for p in (tmp_path / "artifacts").rglob("*")) == before

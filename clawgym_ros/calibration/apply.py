@@ -196,3 +196,24 @@ def apply_to_model(model: Any, values: dict[str, float]) -> None:
     """Set a scene model's joint friction, damping, armature, arm servo gains and object
     masses to ``values`` (relative to the model as compiled; missing = nominal)."""
     ModelParams(model).apply(model, split_values(values)[0])
+
+
+def add_calibration_argument(parser: Any) -> None:
+    """``--calibration ID`` of the commands that simulate (synth, eval)."""
+    parser.add_argument("--calibration", metavar="ID", default="",
+                        help="run the simulator at this calibration artifact's fitted values "
+                             "(in --out's store; clawgym calibrate); its id joins the ids of "
+                             "what the run makes")
+
+
+def use_calibration(run_dir: Any, ref: str) -> SimCalibration | None:
+    """Load calibration ``ref`` of ``run_dir``'s store and activate it (None for ``""``).
+
+    Raises:
+        ArtifactError: unknown or malformed id, not a calibration, unreadable artifact.
+    """
+    if not ref:
+        return None
+    cal = load_calibration(ArtifactStore(run_dir), ref)
+    activate(cal)
+    return cal

@@ -33,8 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--image-size", type=int, default=0,
                         help="camera image side in pixels for a policy that reads images "
                              "(0 = the size it was trained on; another size is refused)")
+    from clawgym_ros.calibration.apply import add_calibration_argument
     from clawgym_ros.ray_executor import add_executor_args
 
+    add_calibration_argument(parser)
     add_executor_args(parser)
     parser.set_defaults(handler=run)
 
@@ -52,14 +54,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from clawgym_ros.calibration.apply import use_calibration
     from clawgym_ros.evaluation.config import EvalConfig
     from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
     from clawgym_ros.evaluation.workers import default_workers
     from clawgym_ros.orchestration.evaluation import run_evaluation
 
     workers = args.workers or default_workers()
+    # workers, and sim_node in ros mode, run at the calibration; its id joins the report's
+    calibration = use_calibration(args.out, args.calibration)
     cfg = EvalConfig(suite=args.suite, seed=args.seed, mode=args.mode, workers=workers,
-                     checkpoint_id=args.checkpoint or "")
+                     checkpoint_id=args.checkpoint or "",
+                     calibration=calibration.id if calibration is not None else "")
     source = (PolicySource.parse(args.checkpoint, args.out) if args.checkpoint
               else PolicySource.parse(args.policy, args.out))
     options = RolloutOptions(world=args.world, max_steps=args.max_steps,

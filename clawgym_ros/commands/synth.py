@@ -7,6 +7,7 @@ yield, wall time) on the second.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 
@@ -26,8 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--from-report", metavar="REPORT_ID", default="",
                         help="recovery demonstrations: restart the experts from the failure "
                              "states of this evaluation report (in --out's store)")
+    from clawgym_ros.calibration.apply import add_calibration_argument
     from clawgym_ros.ray_executor import add_executor_args
 
+    add_calibration_argument(parser)
     add_executor_args(parser)
     parser.set_defaults(handler=run)
 
@@ -41,12 +44,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from clawgym_ros.calibration.apply import OPTION_KEY, use_calibration
     from clawgym_ros.errors import ClawgymError
     from clawgym_ros.orchestration.synthesis import SynthRequest, synthesize
 
+    calibration = use_calibration(args.out, args.calibration)
     if args.from_report:
         from clawgym_ros.orchestration.synthesis import synthesize_recovery
 
+        if calibration is not None:
+            raise ClawgymError("--from-report restarts the report's own simulator states: "
+                               "leave out --calibration")
         if args.task or args.mixture or args.images:
             raise ClawgymError("--from-report takes its tasks and cells from the report: "
                                "leave out --task, --mixture and --images")
@@ -62,6 +70,9 @@ def _run(args: argparse.Namespace) -> int:
     request = SynthRequest.from_args(args.out, args.episodes, args.seed, task=args.task,
                                      mixture_path=args.mixture, workers=args.workers,
                                      images=args.images)
+    if calibration is not None:     # episodes run at it; it joins the dataset's id
+        request = dataclasses.replace(request, options={**request.options,
+                                                        OPTION_KEY: calibration.to_dict()})
     artifact, summary = synthesize(request)
     print(artifact.id if artifact is not None else "")
     print(json.dumps(summary.to_dict(), sort_keys=True))
