@@ -187,3 +187,56 @@ def test_finetune_bad_input_is_one_line_and_commits_nothing(bc_run, case, capsys
     assert code == 2, err
     assert err.count("\n") == 1 and expect in err, err
     assert len(store.list(C.KIND_CHECKPOINT)) == before
+
+
+def test_trainer_node_finetune_goal_commits_what_the_cli_commits(bc_run, capsys, procs,
+                                                                 rclpy_context, tmp_path):
+    """A Train goal with ``finetune: rl`` (what the coordinator's RL lever sends) fine-tunes in
+    trainer_node: same settings and seed, same checkpoint id as `clawgym train --finetune rl`;
+    feedback per rollout; a goal naming an unknown task is aborted with one line."""
+    import json
+
+    from action_msgs.msg import GoalStatus
+    from rclpy.action import ActionClient
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+
+    from clawgym_interfaces.action import Train
+    from test.conftest import ROOT, configure_and_activate, read_logs, spin_until
+
+    root, base_id = bc_run
+    code, expected, err = _finetune(capsys, root, base_id)
+    assert code == 0, err
+    options = {k: float(v) if "." in v else int(v)
+               for k, v in (opt.split("=") for opt in SMALL[1::2])}
+    procs.env["PYTHONPATH"] = str(ROOT)
+    procs.start_module("trainer", "clawgym_ros.nodes.trainer_node", [])
+    node = Node("finetune_client", context=rclpy_context)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(node)
+    try:
+        configure_and_activate(node, executor, C.NODE_TRAINER, tmp_path, 60.0)
+        action = ActionClient(node, Train, C.ACTION_TRAIN)
+        assert action.wait_for_server(timeout_sec=20.0)
+
+        def send(task: str, feedback: list):
+            goal = Train.Goal(steps=256, seed=0, init_checkpoint_id=base_id[:12],
+                              run_dir=str(root), finetune="rl", task=task, workers=1,
+                              finetune_options_json=json.dumps(options))
+            sent = action.send_goal_async(goal, feedback_callback=feedback.append)
+            assert spin_until(executor, sent.done, 10.0)
+            result = sent.result().get_result_async()
+            assert spin_until(executor, result.done, 120.0), read_logs(tmp_path)
+            return result.result()
+
+        feedback: list = []
+        response = send(C.TASK_PICK_PLACE, feedback)
+        assert response.status == GoalStatus.STATUS_SUCCEEDED, response.result.message
+        assert response.result.checkpoint_id == expected
+        assert [f.feedback.step for f in feedback] == [128, 256]
+        response = send("juggling", [])
+        assert response.status == GoalStatus.STATUS_ABORTED
+        assert "juggling" in response.result.message and "\n" not in response.result.message
+    finally:
+        executor.shutdown()
+        node.destroy_node()

@@ -4,6 +4,11 @@ Both arms run the same loop config (iterations, episodes and training steps per 
 evaluation suite and evaluation seed) through one ROS graph; only ``mode`` differs. Prints the
 paired differences of the final scores per dimension with t and bootstrap intervals and writes
 ``<out>/ablation.json``. Resumable like `clawgym loop` (each arm has its own run directory).
+
+``--compare rl``: both arms are closed loops of the config; ``bc+rl`` as given (its ``rl``
+lever on), ``bc`` with ``rl.share: 0`` (every episode synthesized). The fine-tuning steps of
+``bc+rl`` are the simulated steps of the episodes it did not synthesize, so both arms spend
+the same simulated steps.
 """
 
 from __future__ import annotations
@@ -15,6 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from clawgym_ros.coordinator.ablation import FINAL_EPISODES, FINAL_SEED
+
+#: comparison -> its two arms (label, loop mode); the first is the treatment.
+COMPARISONS = {"loop": (("closed", "closed"), ("open", "open")),
+               "rl": (("bc+rl", "closed"), ("bc", "closed"))}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,6 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                              f"checkpoints (default {FINAL_EPISODES}; 0 = skip it)")
     parser.add_argument("--final-seed", type=int, default=FINAL_SEED, metavar="S",
                         help=f"suite seed of the final evaluation (default {FINAL_SEED})")
+    parser.add_argument("--compare", choices=sorted(COMPARISONS), default="loop",
+                        help="loop: closed vs open loop (default); rl: closed loop with the "
+                             "config's RL lever (bc+rl) vs without it (bc), equal simulated "
+                             "steps")
     parser.set_defaults(handler=run)
 
 
@@ -47,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from clawgym_ros.coordinator.config import load_loop_config
     from clawgym_ros.coordinator.graph import LoopGraph, find_loop_config
+    from clawgym_ros.coordinator.runner import evaluated_checkpoint
     from clawgym_ros.errors import ConfigError
 
     if args.seeds < 1:
@@ -57,55 +71,81 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_loop_config(path, iterations=args.iterations)
     final_suite = (final_suite_yaml(cfg.eval_suite, args.final_episodes)
                    if args.final_episodes else None)   # a bad suite fails before any loop
+    arms = COMPARISONS[args.compare]
+    labels = tuple(label for label, _ in arms)
+    if args.compare == "rl" and not cfg.rl.enabled:
+        raise ConfigError("rl.share", cfg.rl.share, "> 0 for --compare rl (the config's RL "
+                          "lever is the treatment)", str(path))
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    checkpoints: dict[str, dict[int, str]] = {"closed": {}, "open": {}}
+    configs = {label: path for label in labels}
+    if args.compare == "rl":
+        configs["bc"] = _without_rl(path, out / "loop_bc.yaml")
+    checkpoints: dict[str, dict[int, str]] = {label: {} for label in labels}
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    finals: dict[str, dict[int, dict]] = {"closed": {}, "open": {}}
-    budgets: dict[str, dict[int, dict]] = {"closed": {}, "open": {}}
+    finals: dict[str, dict[int, dict]] = {label: {} for label in labels}
+    budgets: dict[str, dict[int, dict]] = {label: {} for label in labels}
     with LoopGraph(out / "logs") as graph:
         graph.start_workers(out)
         for seed in seeds:
-            for mode in ("closed", "open"):
-                run_dir = out / f"seed{seed}" / mode
-                with StatusView(f"{cfg.name} seed {seed} {mode}") as view:
-                    state = graph.run_loop(path, run_dir, view, iterations=args.iterations,
-                                           seed=seed, mode=mode)
-                finals[mode][seed] = state["history"][-1]["scores"]
-                checkpoints[mode][seed] = state["iterations"][-1]["checkpoint_id"]
-                budgets[mode][seed] = {"iterations": len(state["history"]),
+            for label, mode in arms:
+                run_dir = out / f"seed{seed}" / label
+                with StatusView(f"{cfg.name} seed {seed} {label}") as view:
+                    state = graph.run_loop(configs[label], run_dir, view,
+                                           iterations=args.iterations, seed=seed, mode=mode)
+                finals[label][seed] = state["history"][-1]["scores"]
+                checkpoints[label][seed] = evaluated_checkpoint(state["iterations"][-1])
+                budgets[label][seed] = {"iterations": len(state["history"]),
+                                       "rl_steps": sum(it.get("rl_steps", 0)
+                                                       for it in state["iterations"]),
                                        "episodes": state["episodes_used"],
                                        "train_steps": state["steps_used"],
                                        "final_report_id": state["final_report_id"],
                                        "stop_reason": state["stop_reason"]}
-    result = paired_differences(finals["closed"], finals["open"])
+    result = paired_differences(finals[labels[0]], finals[labels[1]])
     data: dict[str, Any] = {"config": str(path), "loop": cfg.to_dict(), "seeds": seeds,
+                            "compare": args.compare, "arms": list(labels),
                             "budgets": budgets, "scores": finals, "differences": result}
     from clawgym_ros.artifacts import atomic_write_json, atomic_write_text
 
-    print(f"closed loop - open loop, {len(seeds)} seed(s), equal budget "
+    print(f"{labels[0]} - {labels[1]}, {len(seeds)} seed(s), equal budget "
           f"({cfg.iterations} x {cfg.episodes_per_iteration} episodes, "
           f"{cfg.iterations} x {cfg.train_steps} steps)")
     print(f"loops' last reports (suite {Path(cfg.eval_suite).name}, the one the closed loop "
           "steered by):")
-    print("\n".join(format_table(result)))
+    print("\n".join(format_table(result, labels)))
     if final_suite is not None:
         suite_path = out / "final_suite.yaml"
         atomic_write_text(suite_path, final_suite)
         scores = {mode: {seed: _final_scores(out / f"seed{seed}" / mode, ckpt, suite_path,
                                              args.final_seed, cfg.workers)
                          for seed, ckpt in checkpoints[mode].items()}
-                  for mode in ("closed", "open")}
-        final = paired_differences(scores["closed"], scores["open"])
+                  for mode in labels}
+        final = paired_differences(scores[labels[0]], scores[labels[1]])
         data["final"] = {"suite": str(suite_path), "seed": args.final_seed,
                          "episodes_per_cell": args.final_episodes, "checkpoints": checkpoints,
                          "scores": scores, "differences": final}
         print(f"final evaluation of the last checkpoints ({args.final_episodes} episodes per "
               f"cell, suite seed {args.final_seed}):")
-        print("\n".join(format_table(final)))
+        print("\n".join(format_table(final, labels)))
     atomic_write_json(out / "ablation.json", data)
     print(out / "ablation.json")
     return 0
+
+
+def _without_rl(config: Path, out: Path) -> Path:
+    """Write the loop config ``config`` with its RL lever off (``rl.share: 0``) to ``out``
+    (atomically; relative suite paths made absolute) and return ``out``."""
+    import yaml
+
+    from clawgym_ros.artifacts import atomic_write_text
+    from clawgym_ros.coordinator.config import load_loop_config
+
+    data = load_loop_config(config).to_dict()
+    data.pop("rl", None)
+    atomic_write_text(out, yaml.safe_dump({"loop": data}, sort_keys=True))
+    load_loop_config(out)                                   # it reads back
+    return out
 
 
 def _final_scores(run_dir: Path, checkpoint_id: str, suite: Path, seed: int,

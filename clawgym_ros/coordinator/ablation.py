@@ -113,9 +113,11 @@ def final_suite_yaml(suite_path: str | Path, episodes_per_cell: int) -> str:
     return text
 
 
-def format_table(result: Mapping[str, Any]) -> list[str]:
-    """Text lines: one row per dimension (closed mean, open mean, difference, intervals)."""
-    lines = [f"{'dimension':<15} {'closed':>7} {'open':>7} {'diff':>8}  {'95% t CI':<19} "
+def format_table(result: Mapping[str, Any], labels: Sequence[str] = ("closed", "open")
+                 ) -> list[str]:
+    """Text lines: one row per dimension (the arms' means, difference, intervals); ``labels``
+    name the two arms (:func:`paired_differences`' first and second)."""
+    lines = [f"{'dimension':<15} {labels[0]:>7} {labels[1]:>7} {'diff':>8}  {'95% t CI':<19} "
              f"{'95% bootstrap CI':<19} n"]
     for dim, e in result.items():
         if not e["n"]:

@@ -20,6 +20,8 @@ YAML form (``config/loop/<name>.yaml``; a mapping with one key ``loop``)::
       adr: {widen_threshold: 0.8, narrow_threshold: 0.5, step: 0.1, min_high: 0.1, levels: 2}
       policy: mlp                    # mlp, cnn or a registered type (docs/extending.md)
       policy_options: {}             # that type's options, e.g. {delta: 0.5}
+      rl: {share: 0.3, plateau_iterations: 1, plateau_delta: 0.02, workers: 1,
+           options: {}}              # RL fine-tuning when success plateaus (0 share = off)
 
 Every error names the file, the field path, the value and what is allowed.
 """
@@ -92,6 +94,57 @@ class BudgetConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class RlLeverConfig:
+    """RL fine-tuning as a lever of the closed loop.
+
+    When functional success has plateaued (it rose by at most ``plateau_delta`` over the last
+    ``plateau_iterations`` reports) and is below its target, ``share`` of the next iteration's
+    episodes are not synthesized: their simulated steps (that many episodes times the mean
+    length of the iteration's demonstrations) go to residual RL fine-tuning of the iteration's
+    behaviour-cloning checkpoint (:mod:`clawgym_ros.training.rl`) on the weakest task, and the
+    fine-tuned checkpoint is evaluated. The open loop never does: it synthesizes every episode
+    (equal simulated steps).
+
+    Attributes:
+        share: share of the iteration's episodes given to RL when the lever fires; 0 = off.
+        plateau_iterations: reports compared (the last one and this many before it).
+        plateau_delta: functional gain over them at or below which success has plateaued.
+        workers: RL environment worker processes.
+        options: :class:`~clawgym_ros.training.rl.FinetuneConfig` settings (as
+            ``clawgym train --finetune rl --rl-option NAME=VALUE``).
+    """
+
+    share: float = 0.0
+    plateau_iterations: int = 1
+    plateau_delta: float = 0.02
+    workers: int = 1
+    options: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_range("rl.share", self.share, 0.0, 0.9)
+        check_int("rl.plateau_iterations", self.plateau_iterations, 1, 100)
+        check_range("rl.plateau_delta", self.plateau_delta, 0.0, 1.0)
+        check_int("rl.workers", self.workers, 1, 64)
+        if not isinstance(self.options, Mapping):
+            raise ConfigError("rl.options", self.options, "a mapping of fine-tuning settings")
+        if self.options:
+            from clawgym_ros.training.rl import FinetuneConfig
+
+            names = FinetuneConfig.option_names()
+            for name in self.options:
+                check_choice(f"rl.options.{name}", name, names)
+            try:   # the settings' own checks (ConfigError names the field)
+                FinetuneConfig(base_checkpoint="-", steps=1, seed=0, **self.options)
+            except ConfigError as err:
+                raise ConfigError(f"rl.options.{err.field}", err.value, err.allowed) from None
+        object.__setattr__(self, "options", dict(sorted(self.options.items())))
+
+    @property
+    def enabled(self) -> bool:
+        return self.share > 0
+
+
+@dataclasses.dataclass(frozen=True)
 class LoopConfig:
     """One closed-loop run (see the module docstring for the YAML form).
 
@@ -129,6 +182,7 @@ class LoopConfig:
             demonstrations from the last report's failure states, per unit of functional
             shortfall (target minus nominal success); 0 = off. The open loop never does.
         max_recovery_share: cap of that share.
+        rl: RL fine-tuning lever (:class:`RlLeverConfig`; off by default).
         eval_mode: ``in_process`` or ``ros``.
         workers: synthesis / rollout worker processes (0 = one per core).
         record_images: ask synthesis for camera frames.
@@ -160,6 +214,7 @@ class LoopConfig:
     max_hardening_share: float = 0.5
     recovery_gain: float = 0.0
     max_recovery_share: float = 0.5
+    rl: RlLeverConfig = dataclasses.field(default_factory=RlLeverConfig)
     eval_mode: str = C.EVAL_MODES[0]
     workers: int = 0
     record_images: bool = False
@@ -191,7 +246,7 @@ class LoopConfig:
         for name in ("warm_start", "accumulate", "record_images"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, getattr(self, name), "true or false")
-        for obj, cls in (("budget", BudgetConfig), ("adr", AdrConfig)):
+        for obj, cls in (("budget", BudgetConfig), ("adr", AdrConfig), ("rl", RlLeverConfig)):
             value = getattr(self, obj)
             if isinstance(value, Mapping):
                 object.__setattr__(self, obj, from_dict(cls, value))
@@ -291,14 +346,16 @@ class LoopConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (what :func:`loop_config_from_dict` reads back); ``policy_options``
-        only when set (a loop without them has the config artifact id it had before they
-        existed, so its run directory still resumes)."""
+        and ``rl`` only when set (a loop without them has the config artifact id it had before
+        they existed, so its run directory still resumes)."""
         from clawgym_ros.config import to_dict
 
         data = to_dict(self)
         data["ranges"] = {f: list(r) for f, r in self.ranges.items()}
         if not data["policy_options"]:
             del data["policy_options"]
+        if data["rl"] == to_dict(RlLeverConfig()):
+            del data["rl"]
         return data
 
 

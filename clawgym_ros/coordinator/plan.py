@@ -18,6 +18,9 @@ Given the loop state and the report of the iteration that just finished, decide:
 - the training hardening share (observations of that share of each batch perturbed):
   ``hardening_share + hardening_gain * deviation`` of the worst gap under a family that
   perturbs observations (sensor noise, GPS dropout), capped at ``max_hardening_share``;
+- RL fine-tuning (``rl`` lever, off by default): when functional success has plateaued below
+  its target, ``rl.share`` of the iteration's episodes are spent as RL environment steps on
+  the weakest task instead of demonstrations (:func:`rl_episodes`); the open loop never does;
 - the seeds of the iteration's synthesis, training and evaluation (evaluation uses one seed
   for every iteration, so successive reports are paired and comparable).
 
@@ -41,6 +44,7 @@ from clawgym_ros.coordinator.config import MODE_OPEN, SEED_LIMIT, LoopConfig, ce
 PHASE_IDLE = "idle"
 PHASE_SYNTHESIZE = "synthesize"
 PHASE_TRAIN = "train"
+PHASE_FINETUNE = "finetune"
 PHASE_EVALUATE = "evaluate"
 PHASE_DONE = "done"
 PHASE_FAILED = "failed"
@@ -148,6 +152,9 @@ class Plan:
         recovery_episodes: of the iteration's episodes, how many are recovery demonstrations
             from ``recovery_report``'s failure states (``episodes`` are the ordinary ones).
         recovery_report: the report whose failure states seed them.
+        rl_episodes: of the iteration's episodes, how many are spent as RL fine-tuning steps
+            (that many times the mean length of the iteration's demonstrations).
+        rl_task: the task RL fine-tunes on.
         decision: the record appended to decisions.jsonl (reasons and what drove them).
     """
 
@@ -167,6 +174,8 @@ class Plan:
     decision: dict
     recovery_episodes: int = 0
     recovery_report: str = ""
+    rl_episodes: int = 0
+    rl_task: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -268,6 +277,42 @@ def recovery_episodes(report: Mapping[str, Any], cfg: Any) -> tuple[int, str]:
                    f"min({cfg.max_recovery_share:g}, {cfg.recovery_gain:g} x shortfall "
                    f"{shortfall:.3f}) (functional target {float(target):g}, nominal success "
                    f"{nominal:.3f}; {states} failure states)")
+
+
+def rl_episodes(state: LoopState, report: Mapping[str, Any], cfg: LoopConfig,
+                available: int) -> tuple[int, str, str]:
+    """How many of the next iteration's ``available`` episodes go to RL fine-tuning, on which
+    task, and why: ``round(rl.share x episodes_per_iteration)`` (at most ``available - 1``)
+    when functional success rose by at most ``rl.plateau_delta`` over the last
+    ``rl.plateau_iterations`` reports and is below its target (1.0 without one); the task is
+    the one with the lowest nominal success (first in the mixture on a tie).
+
+    Returns:
+        (episodes, task, the reason for decisions.jsonl); episodes 0 when the lever rests.
+    """
+    lever = cfg.rl
+    values = [_value(h.get("scores", {}).get(C.DIM_FUNCTIONAL)) for h in state.history]
+    k = lever.plateau_iterations
+    if len(values) < k + 1 or any(v is None for v in values[-k - 1:]):
+        return 0, "", (f"rl: none ({len(values)} report(s); a plateau needs {k + 1} with "
+                       "functional success)")
+    gain = values[-1] - values[-k - 1]
+    target = float(cfg.targets.get(C.DIM_FUNCTIONAL, 1.0))
+    if gain > lever.plateau_delta:
+        return 0, "", (f"rl: none (functional rose {gain:+.3f} over the last {k} "
+                       f"iteration(s) > plateau_delta {lever.plateau_delta:g})")
+    if values[-1] >= target:
+        return 0, "", f"rl: none (functional {values[-1]:.3f} >= target {target:g})"
+    count = min(int(round(lever.share * cfg.episodes_per_iteration)), available - 1)
+    if count <= 0:
+        return 0, "", f"rl: none (share {lever.share:g} of {available} episodes rounds to 0)"
+    successes = [(task_success(report, t), i, t) for i, t in enumerate(cfg.tasks)]
+    task = min(successes, key=lambda x: (1.0 if x[0] is None else x[0], x[1]))[2]
+    return count, task, (
+        f"rl: {count} of {cfg.episodes_per_iteration} episodes' simulated steps go to RL "
+        f"fine-tuning on {task} (functional {values[-k - 1]:.3f} -> {values[-1]:.3f}, gain "
+        f"{gain:+.3f} <= plateau_delta {lever.plateau_delta:g} over {k} iteration(s); below "
+        f"target {target:g}; share {lever.share:g})")
 
 
 def nominal_success(report: Mapping[str, Any]) -> float | None:
@@ -505,11 +550,18 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
         reasons.append(why)
         if recovery:
             recovery_report = state.history[-1]["report_id"]
+    rl, rl_task = 0, ""
+    if closed and report is not None and cfg.rl.enabled:
+        rl, rl_task, why = rl_episodes(state, report, cfg,
+                                       cfg.episodes_per_iteration - recovery)
+        reasons.append(why)
     seeds = {"synthesize": derive_seed(cfg.seed, PHASE_SYNTHESIZE, iteration),
              "train": derive_seed(cfg.seed, PHASE_TRAIN, iteration),
              "evaluate": derive_seed(cfg.seed, PHASE_EVALUATE, 0)}
     if recovery:
         seeds["recover"] = derive_seed(cfg.seed, "recover", iteration)
+    if rl:
+        seeds[PHASE_FINETUNE] = derive_seed(cfg.seed, PHASE_FINETUNE, iteration)
     mixture = _mixture(state.cells, weights, ranges, cfg)
     intensity = float(ranges[C.FAMILY_SENSOR_NOISE][1]) if C.FAMILY_SENSOR_NOISE in ranges \
         else C.DEFAULT_HARDENING_INTENSITY
@@ -526,10 +578,13 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
         "hardening_share": hardening, "hardening_intensity": intensity,
         **({"recovery_episodes": recovery, "recovery_report": recovery_report}
            if recovery else {}),
+        **({"rl_episodes": rl, "rl_task": rl_task} if rl else {}),
     }
     return Plan(iteration=iteration, stop=stop, stop_reason=stop_reason, weights=weights,
-                ranges=ranges, mixture=mixture, episodes=cfg.episodes_per_iteration - recovery,
+                ranges=ranges, mixture=mixture,
+                episodes=cfg.episodes_per_iteration - recovery - rl,
                 recovery_episodes=recovery, recovery_report=recovery_report,
+                rl_episodes=rl, rl_task=rl_task,
                 train_steps=cfg.train_steps, group_weights=group_weights,
                 frozen_groups=frozen, hardening_share=hardening,
                 hardening_intensity=intensity, seeds=seeds,

@@ -1,8 +1,9 @@
-"""The loop driver (pure): plan, synthesize, train, evaluate, persist; resume after a crash.
+"""The loop driver (pure): plan, synthesize, train, (fine-tune), evaluate, persist; resume
+after a crash.
 
 :class:`LoopRunner` owns the run directory's ``loop/state.json`` (rewritten atomically after
 every completed step) and ``loop/decisions.jsonl`` (one record per decision), and calls an
-:class:`Executor` for the three long steps. ``coordinator_node`` implements the executor with
+:class:`Executor` for the long steps. ``coordinator_node`` implements the executor with
 the Synthesize, Train and Evaluate actions of the other nodes; tests implement it in process.
 
 Resume: a rerun loads the state and continues at the first step without an artifact id, with
@@ -30,6 +31,7 @@ from clawgym_ros.coordinator.config import LoopConfig
 from clawgym_ros.coordinator.plan import (
     PHASE_DONE,
     PHASE_EVALUATE,
+    PHASE_FINETUNE,
     PHASE_IDLE,
     PHASE_SYNTHESIZE,
     PHASE_TRAIN,
@@ -91,6 +93,26 @@ class TrainGoal:
 
 
 @dataclasses.dataclass(frozen=True)
+class FinetuneGoal:
+    """What a Train action goal with ``finetune: rl`` carries: RL fine-tuning of a checkpoint
+    (:func:`clawgym_ros.training.rl.finetune`)."""
+
+    checkpoint_id: str
+    task: str
+    steps: int
+    seed: int
+    workers: int
+    run_dir: str
+    #: FinetuneConfig settings (LoopConfig.rl.options)
+    options: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def options_json(self) -> str:
+        """The Train action's ``finetune_options_json`` ("" when there are none)."""
+        return json.dumps(self.options, sort_keys=True) if self.options else ""
+
+
+@dataclasses.dataclass(frozen=True)
 class EvaluateGoal:
     """What an Evaluate action goal carries."""
 
@@ -103,11 +125,14 @@ class EvaluateGoal:
 
 
 class Executor(Protocol):
-    """Runs the three long steps; each returns the committed artifact id or raises."""
+    """Runs the long steps; each returns the committed artifact id or raises (``finetune``
+    only when the config's RL lever is on)."""
 
     def synthesize(self, goal: SynthesizeGoal, progress: ProgressFn) -> str: ...
 
     def train(self, goal: TrainGoal, progress: ProgressFn) -> str: ...
+
+    def finetune(self, goal: FinetuneGoal, progress: ProgressFn) -> str: ...
 
     def evaluate(self, goal: EvaluateGoal, progress: ProgressFn) -> str: ...
 
@@ -229,6 +254,8 @@ class LoopRunner:
             return self._synthesize_recovery(state, cur, plan)
         if not cur.get("checkpoint_id"):
             return self._train(state, cur, plan)
+        if plan.get("rl_episodes") and not cur.get("rl_checkpoint_id"):
+            return self._finetune(state, cur, plan)
         return self._evaluate(state, cur, plan)
 
     def _replace_current(self, state: LoopState, **changes: Any) -> tuple[dict, ...]:
@@ -322,8 +349,31 @@ class LoopRunner:
         self.save(state, f"iteration {state.iteration}: checkpoint {checkpoint_id[:12]}")
         return state
 
+    def _finetune(self, state: LoopState, cur: dict, plan: dict) -> LoopState:
+        """RL fine-tuning of the iteration's checkpoint for the simulated steps of the
+        episodes the plan did not synthesize: ``rl_episodes`` x the mean length (control
+        steps) of the iteration's demonstrations. The next iteration warm-starts behaviour
+        cloning from the iteration's own (BC) checkpoint; the fine-tuned one is evaluated."""
+        from clawgym_ros.dataset.reader import mean_episode_steps
+
+        length = mean_episode_steps(self.store, cur["dataset_id"])
+        goal = FinetuneGoal(checkpoint_id=cur["checkpoint_id"], task=plan["rl_task"],
+                            steps=max(1, int(round(plan["rl_episodes"] * length))),
+                            seed=plan["seeds"][PHASE_FINETUNE], workers=self.cfg.rl.workers,
+                            options=dict(self.cfg.rl.options), run_dir=str(self.run_dir))
+        state = self._start(state, PHASE_FINETUNE, goal)
+        checkpoint_id = find_finetuned(self.store, goal) or \
+            self.executor.finetune(goal, self._progress(state, PHASE_FINETUNE))
+        state = dataclasses.replace(
+            state, phase=PHASE_EVALUATE, episodes_used=state.episodes_used + plan["rl_episodes"],
+            iterations=self._replace_current(state, rl_checkpoint_id=checkpoint_id,
+                                             rl_steps=goal.steps))
+        self.save(state, f"iteration {state.iteration}: RL fine-tuned {checkpoint_id[:12]} "
+                  f"({goal.steps} steps on {goal.task})")
+        return state
+
     def _evaluate(self, state: LoopState, cur: dict, plan: dict) -> LoopState:
-        goal = EvaluateGoal(checkpoint_id=cur["checkpoint_id"], suite=self.cfg.eval_suite,
+        goal = EvaluateGoal(checkpoint_id=evaluated_checkpoint(cur), suite=self.cfg.eval_suite,
                             seed=plan["seeds"]["evaluate"], mode=self.cfg.eval_mode,
                             workers=self.cfg.workers, run_dir=str(self.run_dir))
         state = self._start(state, PHASE_EVALUATE, goal)
@@ -393,7 +443,8 @@ def write_loop_report(store: ArtifactStore, state: LoopState, cfg: LoopConfig) -
     blob, frames = read_report_files(store.get(last, C.KIND_REPORT), report)
     parents = [state.config_id]
     for it in state.iterations:
-        parents += [it[k] for k in ("report_id", "checkpoint_id", "dataset_id") if it.get(k)]
+        parents += [it[k] for k in ("report_id", "rl_checkpoint_id", "checkpoint_id",
+                                    "dataset_id") if it.get(k)]
     summary = {"loop": cfg.name, "mode": cfg.mode, "iterations": len(state.history),
                "final_of": last,
                **{d: report["scores"][d]["value"] for d in C.DIMENSIONS}}
@@ -402,6 +453,12 @@ def write_loop_report(store: ArtifactStore, state: LoopState, cfg: LoopConfig) -
         art = staging.commit(config={"loop": cfg.to_dict(), "final_of": last},
                              seeds={"loop": cfg.seed}, parents=parents, summary=summary)
     return art.id
+
+
+def evaluated_checkpoint(iteration: Mapping[str, Any]) -> str:
+    """The checkpoint an iteration evaluates: the RL fine-tuned one when the iteration has one,
+    else the one training made."""
+    return iteration.get("rl_checkpoint_id") or iteration["checkpoint_id"]
 
 
 # --- reuse of artifacts made by an identical goal (idempotent steps) ------------------------
@@ -468,6 +525,25 @@ def find_checkpoint(store: ArtifactStore, goal: TrainGoal) -> str | None:
                 and (not goal.hardening_share or float(train.get(
                     "hardening_intensity", C.DEFAULT_HARDENING_INTENSITY))
                      == float(goal.hardening_intensity))):
+            return path.name
+    return None
+
+
+def find_finetuned(store: ArtifactStore, goal: FinetuneGoal) -> str | None:
+    """A checkpoint RL fine-tuned from the same checkpoint on the same task with the same
+    steps, seed, workers and settings as the goal."""
+    from clawgym_ros.training.rl import FinetuneConfig
+
+    base = store.resolve(goal.checkpoint_id).id
+    want = FinetuneConfig(base_checkpoint=base, steps=goal.steps, seed=goal.seed,
+                          task=goal.task, workers=goal.workers, **goal.options).to_json()
+    folder = store.root / C.KIND_CHECKPOINT
+    for path in sorted(folder.iterdir()) if folder.is_dir() else ():
+        man = _manifest_json(path / C.FILE_MANIFEST)
+        if not man or man.get("parents") != [base]:
+            continue
+        config = dict(man.get("config") or {})
+        if config.pop("finetune", None) == "rl" and config == want:
             return path.name
     return None
 

@@ -98,3 +98,16 @@ def dataset_group_names(store: ArtifactStore, dataset_ids: Sequence[str]) -> lis
         for row in open_dataset(store, ref).index:
             names[group_name(row["task"], row["template"], row["family"])] = None
     return list(names)
+
+
+def mean_episode_steps(store: ArtifactStore, ref: str) -> float:
+    """Mean length (control steps) of a dataset's accepted episodes, from its index (no
+    episode is read): what one demonstration costs in simulated steps.
+
+    Raises:
+        DatasetError: the dataset has no accepted episode.
+    """
+    index = open_dataset(store, ref).index
+    if not index:
+        raise DatasetError(f"dataset {ref} has no accepted episode: no demonstration length")
+    return float(sum(int(row["steps"]) for row in index) / len(index))

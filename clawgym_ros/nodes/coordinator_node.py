@@ -146,6 +146,17 @@ class ActionExecutor:
 
         return self._call(self.node.train, C.ACTION_TRAIN, msg, feedback).checkpoint_id
 
+    def finetune(self, goal, progress) -> str:
+        msg = Train.Goal(steps=goal.steps, seed=goal.seed, init_checkpoint_id=goal.checkpoint_id,
+                         run_dir=goal.run_dir, finetune="rl", task=goal.task,
+                         workers=goal.workers, finetune_options_json=goal.options_json)
+
+        def feedback(fb) -> None:
+            f = fb.feedback
+            progress(f.step, f.total_steps, f"RL step {f.step}/{f.total_steps}")
+
+        return self._call(self.node.train, C.ACTION_TRAIN, msg, feedback).checkpoint_id
+
     def evaluate(self, goal, progress) -> str:
         msg = Evaluate.Goal(checkpoint_id=goal.checkpoint_id, suite=goal.suite, seed=goal.seed,
                             mode=goal.mode, workers=goal.workers, run_dir=goal.run_dir)

@@ -1,7 +1,10 @@
 """trainer_node: lifecycle node serving the ``train`` action (clawgym_interfaces/action/Train).
 
 Thin: goal -> :class:`~clawgym_ros.training.config.TrainConfig` -> the training core
-(:func:`clawgym_ros.training.bc.train`) -> result. Training runs in a worker thread while the
+(:func:`clawgym_ros.training.bc.train`) -> result. A goal with ``finetune: rl`` instead
+fine-tunes ``init_checkpoint_id`` with RL for ``steps`` environment steps on ``task``
+(:func:`goal_finetune_config` -> :func:`clawgym_ros.training.rl.finetune`; feedback after every
+rollout, a cancel stops it without committing anything). Training runs in a worker thread while the
 action's execute coroutine awaits it, so the single-threaded executor keeps serving cancel
 requests and lifecycle services; feedback (step, loss, validation loss, loss per group) is
 published from the core's progress callback at every log/validation step, and a cancel request
@@ -84,6 +87,37 @@ def goal_config(goal: Any, options: TrainerNodeOptions):
         **options.train_settings())
 
 
+FINETUNE_RL = "rl"
+FINETUNE_MODES = ("", FINETUNE_RL)
+
+
+def goal_finetune_config(goal: Any):
+    """Train goal with ``finetune: rl`` -> FinetuneConfig (raises ConfigError naming the
+    field: unknown mode, missing checkpoint, unknown task or setting)."""
+    import json
+
+    from clawgym_ros.config import check_choice, from_dict
+    from clawgym_ros.errors import ConfigError
+    from clawgym_ros.training.rl import FinetuneConfig
+
+    check_choice("finetune", goal.finetune, FINETUNE_MODES)
+    if not goal.init_checkpoint_id:
+        raise ConfigError("init_checkpoint_id", "", "the checkpoint to fine-tune")
+    check_choice("task", goal.task, C.TASKS)
+    try:
+        options = json.loads(goal.finetune_options_json) if goal.finetune_options_json else {}
+    except ValueError as err:
+        raise ConfigError("finetune_options_json", goal.finetune_options_json,
+                          f"a JSON object ({err})") from None
+    if not isinstance(options, dict):
+        raise ConfigError("finetune_options_json", options, "a JSON object")
+    for name in options:
+        check_choice(f"finetune_options_json.{name}", name, FinetuneConfig.option_names())
+    return from_dict(FinetuneConfig, {
+        **options, "base_checkpoint": goal.init_checkpoint_id, "steps": int(goal.steps),
+        "seed": int(goal.seed), "task": goal.task, "workers": int(goal.workers) or 1})
+
+
 def _group_msgs(values: dict[str, float]) -> list[GroupWeight]:
     return [GroupWeight(group=name, value=float(value)) for name, value in values.items()]
 
@@ -103,6 +137,8 @@ class TrainerNode(ActionLifecycleNode):
 
     async def _execute(self, goal_handle) -> Train.Result:
         """Await the worker thread that trains; the executor stays free meanwhile."""
+        if goal_handle.request.finetune:
+            return await self._execute_finetune(goal_handle)
         outcome = await self._in_worker(lambda: self._train(goal_handle), "trainer")
         if isinstance(outcome, BaseException):
             return Train.Result(success=False, message=self._goal_failed(goal_handle, outcome),
@@ -117,6 +153,43 @@ class TrainerNode(ActionLifecycleNode):
                             train_loss=result.train_loss, val_loss=result.val_loss,
                             message=f"{result.step} steps"
                             + (" (stopped early)" if result.stopped_early else ""))
+
+    async def _execute_finetune(self, goal_handle) -> Train.Result:
+        from clawgym_ros.training.rl import FinetuneCancelledError
+
+        outcome = await self._in_worker(lambda: self._finetune(goal_handle), "trainer")
+        if isinstance(outcome, FinetuneCancelledError) and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+            return Train.Result(success=False, message=str(outcome), train_loss=math.nan,
+                                val_loss=math.nan)
+        if isinstance(outcome, BaseException):
+            return Train.Result(success=False, message=self._goal_failed(goal_handle, outcome),
+                                train_loss=math.nan, val_loss=math.nan)
+        goal_handle.succeed()
+        return Train.Result(success=True, checkpoint_id=outcome.checkpoint_id,
+                            train_loss=math.nan, val_loss=math.nan,
+                            message=f"RL fine-tuning: {outcome.timesteps} steps, "
+                                    f"{outcome.episodes} episodes, training success "
+                                    f"{outcome.train_success_rate:.2f}")
+
+    def _finetune(self, goal_handle):
+        """Worker thread: RL fine-tuning for one goal."""
+        from clawgym_ros.training.rl import finetune
+
+        goal = goal_handle.request
+        assert self.options is not None
+        cfg = goal_finetune_config(goal)
+
+        def feedback(step: int, total: int, success: float) -> None:
+            goal_handle.publish_feedback(Train.Feedback(
+                step=step, total_steps=total, loss=math.nan, val_loss=math.nan,
+                group_losses=_group_msgs({"train_success_rate": success})))
+
+        self.get_logger().info(f"RL fine-tuning {cfg.base_checkpoint[:12]} on {cfg.task} for "
+                               f"{cfg.steps} steps, seed {cfg.seed}")
+        return finetune(goal.run_dir or self.options.run_dir, cfg, on_progress=feedback,
+                        should_stop=lambda: self._stop.is_set()
+                        or goal_handle.is_cancel_requested)
 
     def _train(self, goal_handle):
         """Worker thread: run the training core for one goal."""

@@ -40,7 +40,7 @@ from gymnasium import spaces
 
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_choice, check_int, check_range
-from clawgym_ros.errors import ActionError, CheckpointError, ConfigError
+from clawgym_ros.errors import ActionError, CheckpointError, ClawgymError, ConfigError
 from clawgym_ros.tasks.rewards import StageReward
 
 #: Algorithms of RL fine-tuning (Stable-Baselines3).
@@ -268,11 +268,24 @@ def work_key(cfg: FinetuneConfig, base_id: str) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
+class FinetuneCancelledError(ClawgymError):
+    """RL fine-tuning stopped on request before its last step; nothing was committed."""
+
+
 def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = False,
-             tensorboard: bool = True) -> FinetuneResult:
+             tensorboard: bool = True,
+             on_progress: Callable[[int, int, float], None] | None = None,
+             should_stop: Callable[[], bool] | None = None) -> FinetuneResult:
     """Fine-tune ``cfg.base_checkpoint`` with residual PPO and commit the checkpoint.
 
+    Args:
+        on_progress: called after every rollout with (environment steps so far, total,
+            success rate of the episodes finished so far).
+        should_stop: polled at every environment step; True stops the run without
+            committing anything (:class:`FinetuneCancelledError`).
+
     Raises:
+        FinetuneCancelledError: ``should_stop`` said so.
         ArtifactError, CheckpointError: unknown base, or one whose layout does not fit the task.
         ConfigError: a bad setting (named).
     """
@@ -307,7 +320,16 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     episodes: list[bool] = []
 
     class _Episodes(BaseCallback):
+        def _on_rollout_end(self) -> None:
+            if on_progress is not None:
+                on_progress(int(self.num_timesteps), cfg.steps,
+                            float(np.mean(episodes)) if episodes else 0.0)
+
         def _on_step(self) -> bool:
+            if should_stop is not None and should_stop():
+                raise FinetuneCancelledError(
+                    f"RL fine-tuning stopped at step {self.num_timesteps} of {cfg.steps}; "
+                    "nothing committed")
             for done, info in zip(self.locals["dones"], self.locals["infos"]):
                 if done:
                     episodes.append(bool(info.get("is_success")))
