@@ -25,6 +25,12 @@ baseline ``scripted:pick_place:grasp_height=0.015``, ``scene`` world, 120 steps 
   chunks (``max_chunk`` 50) and sim_node runs them without a round trip per step; also each
   process's CPU ms per step. ``ros_per_step``: the same episodes with ``max_chunk`` 1 (a
   command per control step, the path of a policy that reads every observation).
+- ``ros_bound``: what a lockstep control step cannot beat on this machine, measured in the
+  same run: the physics of a control step (the ``inprocess`` replay) plus, with a command per
+  step, a bare topic round trip between two processes (same message types, QoS and executor
+  as sim_node and policy_node, nothing else; :mod:`clawgym_ros.ros_io.roundtrip`); chunked,
+  the physics alone. ``ros`` / ``ros_per_step`` carry ``bound_steps_per_s`` and
+  ``ratio_to_bound`` beside the targets (3,000 chunked, 2,000 per step).
 - ``torch``: the same three paths for a trained torch checkpoint (``--checkpoint ID
   --run-dir DIR``, else one trained here: :data:`TORCH_DEMOS` pick_place demonstrations
   synthesized and :data:`TORCH_STEPS` steps of behaviour cloning with the default recipe,
@@ -51,6 +57,9 @@ MAX_STEPS = 120
 #: is measured.
 TORCH_DEMOS = 8
 TORCH_STEPS = 300
+#: Lockstep control steps/s wanted (issue 24): chunked, and with a command per step.
+TARGET_CHUNKED = 3000
+TARGET_PER_STEP = 2000
 
 
 def _specs(n: int, seed: int) -> list[Any]:
@@ -101,7 +110,7 @@ def _inprocess(specs: list[Any]) -> dict[str, Any]:
         "physics_s": round(physics, 3), "policy_s": round(policy, 3),
         "pure_physics_policy_s": round(pure, 3),
         "pure_episodes_per_s": round(len(specs) / pure, 2),
-        "ratio": round(pure / wall, 3), "target_ratio": 0.75,
+        "ratio": round(pure / wall, 3), "target_ratio": 0.92,
     }
 
 
@@ -152,6 +161,33 @@ def _scaling(specs: list[Any], repeats: int = 1) -> dict[str, Any]:
                        "speedup": round(f1 / f2, 3), "speedups": fresh},
         "identical_results": identical,
     }
+
+
+def _ros_bound(inprocess: dict[str, Any], quick: bool) -> dict[str, Any]:
+    """The bound of a lockstep control step, measured in this run: the physics of a control
+    step (``inprocess``'s replay on the bare backend) plus, per step, a bare topic round trip
+    to another process (sim_node's observation out, policy_node's command back: the two hops
+    of ``max_chunk`` 1); chunked, the physics alone (sim_node runs a chunk's steps without a
+    hop). Also the bare ``sim/step``-type service round trip (the evaluator's per run)."""
+    try:
+        from clawgym_ros.ros_io.roundtrip import measure_round_trips
+    except ImportError as err:
+        return {"skipped": f"rclpy not importable: {err}"}
+    trips = measure_round_trips(300 if quick else 2000, warmup=50 if quick else 200)
+    physics_us = inprocess["physics_s"] / max(inprocess["replayed_steps"], 1) * 1e6
+    return {**trips, "physics_us_per_step": round(physics_us, 1),
+            "per_step_steps_per_s": round(1e6 / (physics_us + trips["topic"]["median_us"]), 1),
+            "chunked_steps_per_s": round(1e6 / physics_us, 1)}
+
+
+def _against(ros: dict[str, Any], bound: dict[str, Any], key: str, target: int
+             ) -> dict[str, Any]:
+    """``ros`` with the issue's target and its ratio to ``bound[key]`` (same run)."""
+    out = {**ros, "target_steps_per_s": target}
+    if "control_steps_per_s" in ros and key in bound:
+        out["bound_steps_per_s"] = bound[key]
+        out["ratio_to_bound"] = round(ros["control_steps_per_s"] / bound[key], 3)
+    return out
 
 
 def _ros(specs: list[Any], max_chunk: int | None = None, policy: str = POLICY,
@@ -244,12 +280,17 @@ def bench_eval(quick: bool = False, seed: int = 0, checkpoint: str = "",
     trained here)."""
     os.environ.setdefault("MUJOCO_GL", "egl")
     load_before = os.getloadavg()[0]
+    inprocess = _inprocess(_specs(4 if quick else 30, seed))
+    bound = _ros_bound(inprocess, quick)
     result: dict[str, Any] = {
         "policy": POLICY, "world": "scene", "max_steps": MAX_STEPS,
-        "inprocess": _inprocess(_specs(4 if quick else 30, seed)),
+        "inprocess": inprocess,
         "scaling": _scaling(_specs(4 if quick else 48, seed), 1 if quick else 7),
-        "ros": _ros(_specs(3 if quick else 12, seed)),
-        "ros_per_step": _ros(_specs(3 if quick else 12, seed), max_chunk=1),
+        "ros_bound": bound,
+        "ros": _against(_ros(_specs(3 if quick else 12, seed)), bound,
+                        "chunked_steps_per_s", TARGET_CHUNKED),
+        "ros_per_step": _against(_ros(_specs(3 if quick else 12, seed), max_chunk=1), bound,
+                                 "per_step_steps_per_s", TARGET_PER_STEP),
         "torch": _torch(_specs(3 if quick else 12, seed), quick, seed, checkpoint, run_dir),
     }
     result["load_avg"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
