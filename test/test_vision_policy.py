@@ -152,3 +152,4 @@ def test_eval_cli_refuses_an_image_size_the_policy_was_not_trained_on(cnn_run, c
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "image_size=32" in err[0] and f"{SIZE} (the size" in err[0]
     assert not (run_dir / "artifacts" / C.KIND_REPORT).exists()
+

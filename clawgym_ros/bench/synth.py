@@ -5,7 +5,9 @@ Episodes run in this process (one core): expert + dual sign-off + MCAP encoding 
 after a warm-up episode per template (model build and planner set-up happen once per worker
 process and template). Demos per core-hour = accepted / CPU seconds x 3600 (process CPU time,
 robust to other load on a shared machine); the end-to-end figure runs the full
-``synthesize_dataset`` with two workers (includes worker start-up).
+``synthesize_dataset`` with two workers (includes worker start-up). ``images``: what recording
+the wrist camera (``clawgym synth --images``, what vision policies train on) adds per
+demonstration: the same episodes generated with and without frames, alternating, in CPU time.
 """
 
 from __future__ import annotations
@@ -75,8 +77,49 @@ def bench_synth(quick: bool = False, seed: int = 0) -> dict[str, Any]:
                                 "wall_s": round(time.perf_counter() - start, 3),
                                 "accepted": summary.accepted, "yield": round(summary.yield_, 4)}
     result["meets_target"] = result["validated_demos_per_core_hour"] >= 10_000
+    result["images"] = _rendering(specs[:3 if quick else 20], signoff)
     result["recovery"] = _recovery(signoff, 3 if quick else 24, seed)
     return result
+
+
+def _rendering(specs: list[Any], signoff: Any) -> dict[str, Any]:
+    """CPU ms per demonstration with and without wrist-camera frames (same specs, alternating
+    so that a burst of load hurts both), frames per demonstration and the MCAP bytes."""
+    import dataclasses
+
+    from clawgym_ros.dataset.writer import encode_for_dataset
+    from clawgym_ros.tasks.registry import generate_any
+
+    # Warm-up: the first frame creates the renderer's context (once per process).
+    generate_any(dataclasses.replace(specs[0], options={**specs[0].options, "images": True}))
+    cpu = {False: 0.0, True: 0.0}
+    size = {False: 0, True: 0}
+    frames = 0
+    shape: list[int] = []
+    for spec in specs:
+        for images in (False, True):
+            run = dataclasses.replace(spec, options={**spec.options, "images": True}) \
+                if images else spec
+            t0 = time.process_time()
+            record = generate_any(run)
+            signoff(record)
+            data = encode_for_dataset(record)
+            cpu[images] += time.process_time() - t0
+            size[images] += len(data.mcap)
+            if images:
+                cam = record.images[C.CAMERA_WRIST]
+                frames += cam.shape[0]
+                shape = list(cam.shape[1:])
+    n = len(specs)
+    extra = (cpu[True] - cpu[False]) / n
+    return {"episodes": n, "camera": C.CAMERA_WRIST, "image_shape": shape,
+            "frames_per_demo": round(frames / n, 1),
+            "cpu_ms_per_demo": {"state_only": round(1000 * cpu[False] / n, 1),
+                                "with_images": round(1000 * cpu[True] / n, 1)},
+            "rendering_ms_per_demo": round(1000 * extra, 1),
+            "rendering_ms_per_frame": round(1000 * extra * n / max(frames, 1), 3),
+            "mcap_kb_per_demo": {"state_only": round(size[False] / n / 1024, 1),
+                                 "with_images": round(size[True] / n / 1024, 1)}}
 
 
 def _recovery(signoff: Any, n: int, seed: int) -> dict[str, Any]:

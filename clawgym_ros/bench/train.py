@@ -6,6 +6,8 @@
   in-memory tensors (random index, forward, MSE, backward, AdamW).
 - ``ratio`` = trainer / bare (target >= 0.8). Both are measured twice, alternating, in this one
   process; the best of each is kept so that a burst of load from other work hurts neither.
+- ``vision``: samples/s of the same trainer with the ``cnn`` policy (84x84 camera images,
+  augmentation on) beside the MLP's ``samples_per_s_trainer``, same batch size and threads.
 - ``rss``: peak RSS of a child process that trains on the default table and on one ten times
   larger (``rss_growth`` = growth of peak RSS / growth of table bytes; sub-linear < 1).
 """
@@ -50,6 +52,34 @@ def _bare_loop(table: Any, cfg: Any, steps: int) -> float:
         loss.backward()
         optim.step()
     return steps * cfg.batch_size / (time.perf_counter() - start)
+
+
+#: Camera image side of the vision figure (what synthesis records and the cnn policy reads).
+VISION_IMAGE_SIZE = 84
+
+
+def _vision(root: Path, cfg: Any, quick: bool, seed: int, mlp: float) -> dict[str, Any]:
+    """The trainer's samples/s with the cnn policy on a table of 84x84 images (best of two
+    runs, as for the MLP's ``mlp`` samples/s; one short run with ``quick``)."""
+    import dataclasses
+
+    from clawgym_ros import constants as C
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.training.bc import train
+    from clawgym_ros.training.synthetic import synthetic_table
+
+    rows, steps, reps = (500, 4, 1) if quick else (10_000, 60, 2)
+    table = synthetic_table(root / "vision_table", rows=rows, seed=seed,
+                            image_size=VISION_IMAGE_SIZE)
+    # A smaller validation batch than the MLP's: its forward passes count in the run's time.
+    vcfg = dataclasses.replace(cfg, steps=steps, policy=C.POLICY_CNN, val_samples=256)
+    rates = [train(table, vcfg, ArtifactStore(root / f"vision{rep}"), dataset_ids=[],
+                   resume=False, tensorboard=False).samples_per_s for rep in range(reps)]
+    return {"policy": C.POLICY_CNN, "image_shape": [VISION_IMAGE_SIZE, VISION_IMAGE_SIZE, 3],
+            "rows": rows, "steps": steps, "batch_size": vcfg.batch_size,
+            "samples_per_s_trainer": round(max(rates), 1),
+            "mlp_samples_per_s_trainer": round(mlp, 1),
+            "cnn_to_mlp": round(max(rates) / mlp, 4)}
 
 
 def _peak_rss_mb() -> float:
@@ -114,6 +144,7 @@ def bench_train(quick: bool = False, seed: int = 0) -> dict[str, Any]:
         out["samples_per_s_bare"] = round(max(bare), 1)
         out["ratio"] = round(max(trainer) / max(bare), 3)
         out["ratio_target"] = 0.8
+        out["vision"] = _vision(root, cfg, quick, seed, max(trainer))
 
         rss_steps = 200 if quick else 2000
         small = _measure_rss(root / "table", rss_steps, seed)
