@@ -146,6 +146,8 @@ LAZY_UPWARD: dict[tuple[str, str], str] = {
     ("synthesis/pool", "ray_executor"): "the Ray executor is an optional backend (ray is "
     "installed for cluster runs only), chosen by name at run time",
     ("evaluation/workers", "ray_executor"): "the same optional Ray executor for evaluation",
+    ("ros_io/robot_log", "calibration/log"): "the ROS recorder of robot logs writes them in "
+    "the calibration's log format (one writer, calibration/log.encode_log)",
 }
 
 #: Function-level imports of a higher folder allowed while that wiring is being built, by

@@ -5,6 +5,7 @@ commands."""
 from __future__ import annotations
 
 import json
+import re
 
 import mujoco
 import numpy as np
@@ -164,3 +165,27 @@ def test_synth_and_eval_take_a_calibration(tmp_path, no_calibration, capsys):
         err = capsys.readouterr().err.strip()
         assert "unknown artifact id '0123abcd'" in err and "\n" not in err
     assert sorted(p.name for p in (tmp_path / "artifacts").rglob("*")) == before
+
+
+def test_a_twin_session_runs_at_its_private_values(tmp_path, no_calibration):
+    """sim_node's ``twin_params_file``: the simulator runs at the hidden values and reports
+    joint positions with the encoder bias; a bad file names the field and its range."""
+    from clawgym_ros.errors import ConfigError
+    from clawgym_ros.sim.session import SimNodeConfig, SimSession
+
+    private = tmp_path / "twin.yaml"
+    private.write_text("damping_scale: 1.8\ncommand_latency_s: 0.014\n"
+                       "encoder_bias:arm_joint_3: 0.012\n")
+    plain = SimSession(SimNodeConfig())
+    twin = SimSession(SimNodeConfig(twin_params_file=str(private)))
+    assert twin.backend.calibration.id == A.TWIN_ID
+    assert twin.backend._calibration_delay == 7
+    m, dof = twin.backend.model, twin.backend.index.joint_dof
+    assert m.dof_damping[dof[:7]] == pytest.approx(plain.backend.model.dof_damping[dof[:7]] * 1.8)
+    offset = twin.joints().position - plain.joints().position
+    assert offset == pytest.approx([0, 0, 0.012, 0, 0, 0, 0, 0, 0])
+    for text, needle in (("mass: 2\n", "mass"), ("damping_scale: 9\n", "[0.2, 5]"),
+                         ("- 1\n", "a mapping")):
+        private.write_text(text)
+        with pytest.raises(ConfigError, match=re.escape(needle)):
+            SimNodeConfig(twin_params_file=str(private))

@@ -217,3 +217,38 @@ def use_calibration(run_dir: Any, ref: str) -> SimCalibration | None:
     cal = load_calibration(ArtifactStore(run_dir), ref)
     activate(cal)
     return cal
+
+
+#: id of the calibration a twin's simulator runs at (its values stay private to that process)
+TWIN_ID = "twin"
+
+
+def load_twin_file(path: Any) -> dict[str, float]:
+    """A stand-in robot's hidden values: a YAML/JSON mapping ``{name: value}`` of the
+    parameters of :mod:`.params` (``encoder_bias:<arm joint>`` included), each within its
+    bounds; missing ones are nominal.
+
+    Raises:
+        ConfigError: unreadable file, not a mapping, an unknown name, a value that is not a
+            finite number within the parameter's bounds (names the file, field and range).
+    """
+    from clawgym_ros.config import load_yaml
+    from clawgym_ros.errors import ConfigError
+
+    source = str(path)
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError("twin parameters", type(data).__name__, "a mapping name: value",
+                          source)
+    out: dict[str, float] = {}
+    for name, value in data.items():
+        spec = PARAMS.get(str(name))
+        if spec is None:
+            raise ConfigError(str(name), value, "a parameter of clawgym calibrate: "
+                              + ", ".join(PARAMS), source)
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not math.isfinite(value) or not spec.low <= value <= spec.high):
+            raise ConfigError(str(name), value, f"a number in [{spec.low:g}, {spec.high:g}] "
+                              f"{spec.unit}", source)
+        out[spec.name] = float(value)
+    return out

@@ -106,6 +106,10 @@ class SimNodeConfig:
     publish_object_poses: bool = _f(True, "publish object_poses (tabletop; ground truth)")
     publish_clock: bool = _f(True, "publish /clock")
     trajectory_interpolation: str = _f("cubic", "joint trajectory interpolation: cubic, linear")
+    twin_params_file: str = _f("", "a stand-in robot: YAML/JSON of hidden parameter values "
+                               "(names of clawgym calibrate: friction, damping, armature, "
+                               "servo gain, object mass, command latency, encoder biases) the "
+                               "simulator runs at and reports with; empty = none")
 
     def __post_init__(self) -> None:
         check_choice("scenario", self.scenario, SCENARIOS)
@@ -124,6 +128,20 @@ class SimNodeConfig:
             raise ConfigError("template", self.template, "empty without a task")
         if self.task:
             parse_world(self.world, "task")
+        if self.twin_params_file:
+            self.twin_values()          # a bad file fails at configure
+
+    def twin_values(self) -> dict[str, float]:
+        """The stand-in robot's hidden values of ``twin_params_file`` ({} without one).
+
+        Raises:
+            ConfigError: the file (see :func:`clawgym_ros.calibration.apply.load_twin_file`).
+        """
+        if not self.twin_params_file:
+            return {}
+        from clawgym_ros.calibration.apply import load_twin_file
+
+        return load_twin_file(self.twin_params_file)
 
     @property
     def world(self) -> str:
@@ -225,6 +243,9 @@ class SimSession:
     def __init__(self, config: SimNodeConfig, backend: Any | None = None) -> None:
         self.config = config
         self.world = parse_world(config.world, "task")
+        self._bias = np.zeros(0)
+        if config.twin_params_file:
+            self._become_twin(config.twin_values())
         if backend is None and not self.world.task:
             backend = build_backend(config)
         self._bare = backend
@@ -239,6 +260,16 @@ class SimSession:
         self._trajectory: JointTrajectory | None = None
         self._twist = np.zeros(2)
         self.reset(config.seed)
+
+    def _become_twin(self, values: dict[str, float]) -> None:
+        """Run this process's simulators at a stand-in robot's hidden values (the physical
+        ones, the latency as a sub-step delay) and report joint positions with its encoder
+        biases; only this process knows them."""
+        from clawgym_ros.calibration.apply import TWIN_ID, SimCalibration, activate, split_values
+
+        activate(SimCalibration(TWIN_ID, values))
+        bias = split_values(values)[2]
+        self._bias = np.array([bias.get(j, 0.0) for j in (*C.ARM_JOINTS, *C.GRIPPER_JOINTS)])
 
     # ------------------------------------------------------------------ properties
     @property
@@ -458,6 +489,8 @@ class SimSession:
     # ------------------------------------------------------------------ readings
     def joints(self) -> JointReading:
         names, pos, vel, eff = self.backend.joint_state()
+        if self._bias.size and len(pos) == self._bias.size:
+            pos = pos + self._bias      # a stand-in robot's encoders
         return JointReading(tuple(names), pos, vel, eff)
 
     def imu(self) -> ImuValues:
