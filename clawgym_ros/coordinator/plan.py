@@ -551,7 +551,7 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
         if recovery:
             recovery_report = state.history[-1]["report_id"]
     rl, rl_task = 0, ""
-    if closed and report is not None and cfg.rl.enabled:
+    if closed and report is not None and cfg.rl.enabled and not stop:
         rl, rl_task, why = rl_episodes(state, report, cfg,
                                        cfg.episodes_per_iteration - recovery)
         reasons.append(why)
