@@ -129,7 +129,7 @@ def check_policy_options(name: str, options: Any, field: str = "policy_options")
                           "type's Options)")
     options = dict(options)
     if not options and name in BUILTIN_POLICIES:
-        return options                  # mlp and cnn have no options: nothing to load
+        return options                  # built-in defaults: nothing to load
     cls = policy_class(name)
     option_cls = cls.Options
     allowed = [f.name for f in dataclasses.fields(option_cls)] \

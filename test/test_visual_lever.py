@@ -1,0 +1,74 @@
+"""The lighting lever: lighting gaps steer synthesis toward lighting-perturbed (image-recorded)
+demonstrations for a policy that sees; the rule of which gaps may steer which policy."""
+
+from __future__ import annotations
+
+import pytest
+
+from clawgym_ros import constants as C
+from clawgym_ros.coordinator.config import cell_key
+from clawgym_ros.coordinator.plan import next_plan
+from clawgym_ros.coordinator.visual import (
+    gap_steers,
+    ignored_visual_gaps,
+    is_visual,
+    policy_sees,
+)
+from clawgym_ros.errors import ConfigError
+from clawgym_ros.evaluation.synthetic import SyntheticModel
+from clawgym_ros.synthesis.mixture import MixtureSpec
+from test.test_coordinator_core import after_first, cube_report, make_cfg
+
+LIGHT = {"kind": "perturbation", "families": ["lighting"], "condition": "lighting>=0.5",
+         "deviation": 0.4}
+NOISE = {"kind": "perturbation", "families": ["sensor_noise"], "condition": "sensor_noise>=0.5",
+         "deviation": 0.3}
+BOTH = {"kind": "perturbation", "families": ["lighting", "sensor_noise"],
+        "condition": "lighting+sensor_noise>=0.5", "deviation": 0.5}
+HELD_OUT = {"kind": "generalization", "families": [], "condition": "held_out:pick_place/torus",
+            "deviation": 0.6}
+
+
+def test_which_gaps_steer_which_policy():
+    assert policy_sees(C.POLICY_CNN) and not policy_sees(C.POLICY_MLP)
+    with pytest.raises(ConfigError, match="policy='vit9'"):
+        policy_sees("vit9")
+    assert is_visual(LIGHT) and not is_visual(BOTH) and not is_visual(NOISE)
+    assert not is_visual(HELD_OUT)
+    # A policy that sees is steered by every gap; a state policy by all but visual-only ones.
+    assert all(gap_steers(g, True) for g in (LIGHT, NOISE, BOTH, HELD_OUT))
+    assert [gap_steers(g, False) for g in (LIGHT, NOISE, BOTH, HELD_OUT)] == [
+        False, True, True, True]
+    gaps = [LIGHT, NOISE, BOTH, HELD_OUT]
+    assert ignored_visual_gaps(gaps, C.POLICY_MLP) == ["lighting>=0.5"]
+    assert ignored_visual_gaps(gaps, C.POLICY_CNN) == []
+
+
+def test_a_lighting_gap_of_a_seeing_policy_raises_the_lighting_demonstrations():
+    """A cnn loop recording images: lighting collapses the policy, so the next plan gives the
+    lighting cell a larger share than nominal and more lighting-perturbed episodes, recorded
+    with the camera frames the policy trains on; a family it copes with stays level."""
+    cfg = make_cfg(policy=C.POLICY_CNN, record_images=True,
+                   mixture=[{"task": "pick_place", "family": f, "weight": 1}
+                            for f in ("none", "lighting", "dynamics")])
+    state = after_first(cfg)
+    report = cube_report(SyntheticModel(nominal=0.9, drop={"lighting": 0.9, "dynamics": 0.0},
+                                        held_out_factor=1.0), ("lighting", "dynamics"))
+    gap = next(g for g in report["gaps"] if g["family"] == "lighting")
+    assert gap_steers(gap, policy_sees(cfg.policy))
+    plan = next_plan(state, report, cfg)
+    k = {f: cell_key({"task": "pick_place", "family": f}) for f in ("none", "lighting",
+                                                                     "dynamics")}
+    assert plan.weights[k["lighting"]] > state.weights[k["lighting"]]
+    assert plan.weights[k["lighting"]] > plan.weights[k["none"]]
+    assert plan.weights[k["dynamics"]] == pytest.approx(plan.weights[k["none"]])
+    assert gap["condition"] in [d["condition"] for d in plan.decision["drivers"][k["lighting"]]]
+    # The synthesized episodes: a larger share lighting-perturbed than the iteration before.
+    before = MixtureSpec.from_entries(next_plan(state, None, cfg).mixture)
+    after = MixtureSpec.from_entries(plan.mixture)
+
+    def lit_share(spec):
+        total = sum(c.weight for c in spec.cells)
+        return sum(c.weight for c in spec.cells if c.family == "lighting") / total
+
+    assert lit_share(after) > lit_share(before)
