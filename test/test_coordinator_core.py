@@ -89,7 +89,7 @@ def after_first(cfg: LoopConfig) -> LoopState:
 
 
 def test_config_files_load_and_errors_name_the_field(tmp_path):
-    for name in ("pick_place", "pick_place_ablation", "gps_nav", "multi_task"):
+    for name in ("pick_place", "pick_place_ablation", "pick_place_rl", "gps_nav", "multi_task"):
         cfg = load_loop_config(ROOT / "config" / "loop" / f"{name}.yaml")
         assert Path(cfg.eval_suite).is_file()
         assert cfg.tasks
