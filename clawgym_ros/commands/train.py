@@ -59,6 +59,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="a fine-tuning setting, e.g. lr=3e-5, residual_scale_joint=0.03 "
                          "(repeatable; docs/notes/rl_finetune.md)")
     rl.add_argument("--progress", action="store_true", help="show a progress bar")
+    seq = parser.add_argument_group(
+        "incremental learning (one task-conditioned policy trained task after task)")
+    seq.add_argument("--sequence", metavar="TASKS", default=None,
+                     help="comma-separated tasks in training order, each once, one --dataset "
+                          "per task in the same order; --steps is per stage. Trains naive "
+                          "sequential fine-tuning, consolidation (rehearsal, EWC, "
+                          "sensitivity-based freezing) and joint training, evaluates every "
+                          "task after every stage, prints the report id")
+    seq.add_argument("--sequence-option", action="append", default=[], metavar="KEY=VALUE",
+                     help="a sequence setting, e.g. eval_episodes=30, ewc_lambda=1, "
+                          "methods=naive,consolidated (repeatable; "
+                          "clawgym_ros/training/sequence.py)")
     parser.set_defaults(handler=run)
 
 
@@ -140,10 +152,58 @@ def run_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def build_sequence_config(args: argparse.Namespace):
+    """The SequenceConfig of the command line (validated; ConfigError names the bad field)."""
+    from clawgym_ros.errors import ConfigError
+    from clawgym_ros.training.sequence import SequenceConfig, check_tasks
+
+    for flag, value in (("--finetune", args.finetune), ("--weights", args.weights),
+                        ("--freeze", args.freeze), ("--policy", args.policy),
+                        ("--init-checkpoint", args.init_checkpoint),
+                        ("--hardening-share", args.hardening_share),
+                        ("--patience", args.patience), ("--lr-schedule", args.lr_schedule)):
+        if value:
+            raise ConfigError(flag, value, "not with --sequence (see --sequence-option)")
+    tasks = check_tasks([t.strip() for t in args.sequence.split(",")], "--sequence")
+    options = parse_policy_options(args.sequence_option)
+    allowed = SequenceConfig.option_names()
+    for key in options:
+        if key not in allowed:
+            raise ConfigError(f"--sequence-option {key}", options[key],
+                              "one of " + ", ".join(allowed))
+    values = {"tasks": tasks, "steps": args.steps, "seed": args.seed, **options}
+    for name in ("batch_size", "lr", "chunk"):
+        if getattr(args, name) is not None:
+            values[name] = getattr(args, name)
+    if isinstance(values.get("hidden"), int):
+        values["hidden"] = (values["hidden"],)
+    try:
+        return SequenceConfig(**values)
+    except TypeError as err:
+        raise ConfigError("--sequence-option", options, f"values of the right type ({err})") \
+            from None
+
+
+def run_sequence(args: argparse.Namespace) -> int:
+    import sys
+
+    from clawgym_ros.training.sequence import run_sequence as train_sequence
+
+    cfg = build_sequence_config(args)
+    result = train_sequence(args.out, cfg, args.dataset or [],
+                            log=lambda line: print(line, file=sys.stderr, flush=True))
+    print(result.report_id)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from clawgym_ros.artifacts import ArtifactStore
     from clawgym_ros.errors import ConfigError
 
+    if args.sequence is not None:
+        return run_sequence(args)
+    if args.sequence_option:
+        raise ConfigError("--sequence-option", args.sequence_option, "only with --sequence")
     if args.finetune:
         return run_finetune(args)
     for name in ("from_checkpoint", "task", "workers"):
