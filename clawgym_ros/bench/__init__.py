@@ -18,6 +18,7 @@ AREAS: dict[str, str] = {
     "dataset": "clawgym_ros.bench.dataset:bench_dataset",
     "eval": "clawgym_ros.bench.eval:bench_eval",
     "eval_free": "clawgym_ros.bench.eval_free:bench_eval_free",
+    "peers": "clawgym_ros.bench.peers:bench_peers",
     "planning": "clawgym_ros.bench.planning:bench_planning",
     "rl": "clawgym_ros.bench.rl:bench_rl",
     "sim": "clawgym_ros.bench.sim:bench_sim",
