@@ -8,12 +8,12 @@ import pytest
 
 from clawgym_ros import constants as C
 from clawgym_ros.planning import types as T
-from clawgym_ros.planning.cartesian import mat_to_quat
-from clawgym_ros.planning.collision import CollisionChecker
 from clawgym_ros.planning.follow import follow_trajectory
 from clawgym_ros.planning.moveit_config import load_moveit_config
 from clawgym_ros.planning.ompl_planner import OmplPlanner
 from clawgym_ros.planning.scene import build_planning_model, home_qpos
+from clawgym_ros.sim.collision import CollisionChecker
+from clawgym_ros.sim.world import mat_to_quat
 
 DOWN = (0.0, 1.0, 0.0, 0.0)  # tool z axis pointing down
 LEFT = T.Pose((0.5, 0.2, 0.55), DOWN)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from clawgym_ros.planning.base import GRIPPER_TOUCH_LINKS
-from clawgym_ros.planning.collision import CollisionChecker
 from clawgym_ros.planning.moveit_config import load_moveit_config
 from clawgym_ros.planning.scene import build_planning_model, home_qpos
+from clawgym_ros.sim.collision import CollisionChecker
 
 STEP = 0.002
 

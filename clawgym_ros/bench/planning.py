@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from clawgym_ros.planning.collision import CollisionChecker
 from clawgym_ros.planning.ompl_planner import OmplPlanner, OmplPlannerConfig
 from clawgym_ros.planning.scene import (
     WALL_OBSTACLES,
@@ -35,6 +34,7 @@ from clawgym_ros.planning.scene import (
     home_qpos,
 )
 from clawgym_ros.planning.types import PlanRequest
+from clawgym_ros.sim.collision import CollisionChecker
 
 DENSE_STEP = 0.002
 #: Problems planned again with the checker timed (the validity-checker-only bound).

@@ -21,10 +21,9 @@ import numpy as np
 def bench_sim(quick: bool = False, seed: int = 0) -> dict[str, Any]:
     """Measure env vs raw physics steps/s (ratio) and render fps at 84x84 and 320x240."""
     os.environ.setdefault("MUJOCO_GL", "egl")  # before mujoco is first imported
-    import mujoco
-
     from clawgym_ros import constants as C
     from clawgym_ros.sim.envs import TabletopEnv
+    from clawgym_ros.sim.world import ENGINE_VERSION, MujocoPhysics
 
     env = TabletopEnv()
     env.reset(seed=seed)
@@ -34,13 +33,13 @@ def bench_sim(quick: bool = False, seed: int = 0) -> dict[str, Any]:
     home = np.asarray(backend.scene.robot.home)
     action = {C.ACT_JOINT_TARGET: home, C.ACT_JOINT_VEL: np.zeros(7),
               C.ACT_GRIPPER: np.array([0.08])}
-    raw_data = mujoco.MjData(model)
+    raw = MujocoPhysics(model)                   # a second MjData of the same model
     block = 25                                   # control steps per timed block
     blocks = 8 if quick else 40
     env_time = raw_time = 0.0
     ratios = []
     env.reset(seed=seed)
-    mujoco.mj_copyData(raw_data, model, backend.data)
+    raw.copy_state_from(MujocoPhysics(model, backend.data))
     for _ in range(blocks):
         # env and raw blocks alternate, so load from other processes hits both alike
         start = time.perf_counter()
@@ -48,8 +47,7 @@ def bench_sim(quick: bool = False, seed: int = 0) -> dict[str, Any]:
             env.step(action)
         env_s = time.perf_counter() - start
         start = time.perf_counter()
-        for _ in range(block * sub):
-            mujoco.mj_step(model, raw_data)
+        raw.step(block * sub)                    # mj_step in a Python loop
         raw_s = time.perf_counter() - start
         env_time, raw_time = env_time + env_s, raw_time + raw_s
         ratios.append(raw_s / env_s)
@@ -86,6 +84,6 @@ def bench_sim(quick: bool = False, seed: int = 0) -> dict[str, Any]:
             result[f"render_fps_{width}x{height}"] = None
             result["render_error"] = f"{type(err).__name__}: {err}"
     result["mujoco_gl"] = os.environ.get("MUJOCO_GL", "")
-    result["mujoco_version"] = mujoco.__version__
+    result["mujoco_version"] = ENGINE_VERSION
     env.close()
     return result

@@ -38,29 +38,29 @@ class Kinematics:
     """
 
     def __init__(self, scene: str = C.SCENE_TABLETOP) -> None:
-        import mujoco
-
         from clawgym_ros.sim import scene as S
         from clawgym_ros.sim.mujoco_backend import index_model
+        from clawgym_ros.sim.world import MujocoPhysics, mat_to_quat
 
-        self._mj = mujoco
         self.scene = S.load_scene(scene)
         self.model = S.build_model(scene)
-        self.data = mujoco.MjData(self.model)
+        self.physics = MujocoPhysics(self.model)
+        self._mat_to_quat = mat_to_quat
+        self.data = self.physics.data
         self.index = index_model(self.model, self.scene)
         self.is_arm = scene == C.SCENE_TABLETOP
 
     def tool_pose(self, arm_positions: Sequence[float],
                   finger_positions: Sequence[float] | None = None) -> np.ndarray:
         """(x, y, z, qw, qx, qy, qz) of the tool site for the given arm joint values."""
-        mj, d, idx = self._mj, self.data, self.index
+        d, idx = self.data, self.index
         d.qpos[idx.arm_qpos] = np.asarray(arm_positions, dtype=float)
         if finger_positions is not None:
             d.qpos[idx.finger_qpos] = np.asarray(finger_positions, dtype=float)
-        mj.mj_kinematics(self.model, d)
+        self.physics.kinematics()
         out = np.empty(7)
         out[:3] = d.site_xpos[idx.tool_site]
-        mj.mju_mat2Quat(out[3:], d.site_xmat[idx.tool_site])
+        self._mat_to_quat(d.site_xmat[idx.tool_site], out[3:])
         return out
 
 

@@ -112,12 +112,10 @@ class ScriptedPick:
 
     def __init__(self, target: int = 0, align_yaw: bool = False, speed_steps: int = 40,
                  grasp_height: float = 0.005, replan: bool = False) -> None:
-        import mujoco
-
         from clawgym_ros.sim import scene as S
         from clawgym_ros.sim.mujoco_backend import index_model
+        from clawgym_ros.sim.world import MujocoPhysics, joint_ranges
 
-        self._mj = mujoco
         self.target = target
         self.align_yaw = align_yaw
         self.approach = int(speed_steps)
@@ -125,13 +123,12 @@ class ScriptedPick:
         self.replan = bool(replan)
         scene = S.load_scene(C.SCENE_TABLETOP)
         self.model = S.build_model(C.SCENE_TABLETOP)
-        self.data = mujoco.MjData(self.model)
+        self.physics = MujocoPhysics(self.model)
+        self.data = self.physics.data
         self.index = index_model(self.model, scene)
         self.home = np.asarray(scene.robot.home, dtype=float)
         self.open_width = float(S.GRIPPER_MAX_WIDTH)
-        lo, hi = self.model.jnt_range[[mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT, n)
-                                       for n in C.ARM_JOINTS]].T
-        self.lower, self.upper = lo.copy(), hi.copy()
+        self.lower, self.upper = joint_ranges(self.model, C.ARM_JOINTS)
         self.reset()
 
     # ------------------------------------------------------------------ Policy protocol
@@ -173,9 +170,9 @@ class ScriptedPick:
         if not self.replan or self.plan is None or self.replans >= self.MAX_REPLANS or \
                 self.step < self.approach + self.DESCEND:
             return False
-        mj, m, d, idx = self._mj, self.model, self.data, self.index
+        d, idx = self.data, self.index
         d.qpos[idx.arm_qpos] = np.asarray(obs[C.OBS_JOINT_POS], dtype=float)
-        mj.mj_kinematics(m, d)
+        self.physics.kinematics()
         obj = np.asarray(obs[C.OBS_OBJECT_POSES], dtype=float)[self.target, :3]
         if float(np.linalg.norm(d.site_xpos[idx.tool_site] - obj)) <= self.REPLAN_GAP:
             return False
@@ -198,22 +195,18 @@ class ScriptedPick:
 
     def _ik(self, pos: np.ndarray, rot: np.ndarray, seed: np.ndarray,
             iterations: int = 60, damping: float = 1e-3) -> np.ndarray:
-        mj, m, d, idx = self._mj, self.model, self.data, self.index
+        physics, d, idx = self.physics, self.data, self.index
         q = seed.copy()
-        jacp = np.zeros((3, m.nv))
-        jacr = np.zeros((3, m.nv))
         dofs = idx.arm_dof
         for _ in range(iterations):
             d.qpos[idx.arm_qpos] = q
-            mj.mj_kinematics(m, d)
-            mj.mj_comPos(m, d)
-            cur_p = d.site_xpos[idx.tool_site]
-            cur_r = d.site_xmat[idx.tool_site].reshape(3, 3)
+            physics.kinematics(com=True)
+            cur_p, cur_r = physics.site_pose(idx.tool_site)
             err = np.concatenate([pos - cur_p,
                                   0.5 * sum(np.cross(cur_r[:, i], rot[:, i]) for i in range(3))])
             if np.linalg.norm(err) < 1e-5:
                 break
-            mj.mj_jacSite(m, d, jacp, jacr, idx.tool_site)
+            jacp, jacr = physics.site_jacobian(idx.tool_site)
             jac = np.vstack([jacp[:, dofs], jacr[:, dofs]])
             dq = jac.T @ np.linalg.solve(jac @ jac.T + damping * np.eye(6), err)
             q = np.clip(q + dq, self.lower, self.upper)

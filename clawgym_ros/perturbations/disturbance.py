@@ -287,10 +287,10 @@ class DisturbanceWrapper(PerturbationWrapper):
         return obs, info
 
     def _push(self, force: np.ndarray) -> None:
-        import mujoco
+        from clawgym_ros.sim.world import name_index
 
         b = self.backend
-        body = mujoco.mj_name2id(b.model, mujoco.mjtObj.mjOBJ_BODY, PUSH_BODY)
+        body = name_index(b.model, "body", PUSH_BODY)
         b.data.xfrc_applied[body, :3] = force
 
     def _before_step(self) -> None:

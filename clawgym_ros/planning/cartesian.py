@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import mujoco
 import numpy as np
 
-from clawgym_ros.planning.collision import CollisionChecker
 from clawgym_ros.planning.ik import IkSolver
 from clawgym_ros.planning.types import Pose
+from clawgym_ros.sim.collision import CollisionChecker
+from clawgym_ros.sim.world import mat_to_quat
 
 
 @dataclasses.dataclass
@@ -25,13 +25,6 @@ class CartesianPath:
     positions: np.ndarray
     fraction: float
     stop_reason: str = ""  # "", "ik", "jump", "collision"
-
-
-def mat_to_quat(mat: np.ndarray) -> np.ndarray:
-    """Unit quaternion (w, x, y, z) of a rotation matrix."""
-    quat = np.empty(4)
-    mujoco.mju_mat2Quat(quat, np.asarray(mat, dtype=float).reshape(-1))
-    return quat
 
 
 def slerp(q0: np.ndarray, q1: np.ndarray, t: float) -> np.ndarray:

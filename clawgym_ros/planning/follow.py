@@ -9,11 +9,12 @@ contact between the arm and the scene's static geometry or objects.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-import mujoco
 import numpy as np
 
 from clawgym_ros.planning.types import Trajectory
+from clawgym_ros.sim.world import MujocoPhysics
 
 
 @dataclasses.dataclass
@@ -27,8 +28,8 @@ class FollowResult:
 
 
 def follow_trajectory(
-    model: mujoco.MjModel,
-    data: mujoco.MjData,
+    model: Any,
+    data: Any,
     trajectory: Trajectory,
     settle: float = 0.2,
     ignore_bodies: tuple[str, ...] = (),
@@ -49,6 +50,7 @@ def follow_trajectory(
     pos_act = np.array([model.actuator(f"{n}_pos").id for n in names])
     vel_act = np.array([model.actuator(f"{n}_vel").id for n in names])
     sim = trajectory.to_sim()
+    physics = MujocoPhysics(model, data)
     arm_bodies = _arm_bodies(model, names)
     ignore = {model.body(b).id for b in ignore_bodies}
     t0 = data.time
@@ -59,7 +61,7 @@ def follow_trajectory(
         ref, vel = sim.sample(data.time - t0 + model.opt.timestep)
         data.ctrl[pos_act] = ref
         data.ctrl[vel_act] = vel
-        mujoco.mj_step(model, data)
+        physics.step()
         ref_now, _ = sim.sample(data.time - t0)
         max_err = max(max_err, float(np.max(np.abs(data.qpos[qadr] - ref_now))))
         for c in data.contact[:data.ncon]:
@@ -72,7 +74,7 @@ def follow_trajectory(
     return FollowResult(max_err, final, steps, sorted(touched))
 
 
-def _arm_bodies(model: mujoco.MjModel, joint_names: tuple[str, ...]) -> set[int]:
+def _arm_bodies(model: Any, joint_names: tuple[str, ...]) -> set[int]:
     roots = {int(model.jnt_bodyid[model.joint(n).id]) for n in joint_names}
     out = set()
     for b in range(model.nbody):

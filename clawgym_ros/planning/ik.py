@@ -11,14 +11,15 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
-import mujoco
 import numpy as np
 
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_int, check_range
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.planning.types import Pose
+from clawgym_ros.sim.world import name_index
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +75,7 @@ class IkSolver:
 
     def __init__(
         self,
-        model: mujoco.MjModel,
+        model: Any,
         joint_names: Sequence[str] = C.ARM_JOINTS,
         tool_frame: str = C.FRAME_TOOL,
         config: IkConfig | None = None,
@@ -91,7 +92,7 @@ class IkSolver:
         self.configuration = mink.Configuration(self.model)
         jids = []
         for name in joint_names:
-            jid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT, name)
+            jid = name_index(self.model, "joint", name)
             if jid < 0:
                 raise ConfigError("joint_names", name, "joints of the MuJoCo model")
             jids.append(jid)
@@ -99,9 +100,9 @@ class IkSolver:
         self.dof_adr = self.model.jnt_dofadr[jids]
         self.lower = self.model.jnt_range[jids, 0].copy()
         self.upper = self.model.jnt_range[jids, 1].copy()
-        if mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SITE, tool_frame) >= 0:
+        if name_index(self.model, "site", tool_frame) >= 0:
             frame_type = "site"
-        elif mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, tool_frame) >= 0:
+        elif name_index(self.model, "body", tool_frame) >= 0:
             frame_type = "body"
         else:
             raise ConfigError("tool_frame", tool_frame, "a body or site of the MuJoCo model")

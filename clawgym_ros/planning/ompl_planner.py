@@ -28,8 +28,8 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-import mujoco
 import numpy as np
 
 from clawgym_ros import constants as C
@@ -38,10 +38,11 @@ from clawgym_ros.errors import ConfigError
 from clawgym_ros.planning import types as T
 from clawgym_ros.planning.base import GRIPPER_TOUCH_LINKS, Planner
 from clawgym_ros.planning.cartesian import cartesian_path
-from clawgym_ros.planning.collision import CollisionChecker
 from clawgym_ros.planning.ik import IkConfig, IkSolver
 from clawgym_ros.planning.moveit_config import MoveItConfig, PlannerConfig, load_moveit_config
 from clawgym_ros.planning.timing import time_parameterize
+from clawgym_ros.sim.collision import CollisionChecker
+from clawgym_ros.sim.world import is_scalar_joint, name_index
 
 #: ompl_planning.yaml parameter -> setter on the OMPL planner object.
 _PARAM_SETTERS = {
@@ -125,7 +126,7 @@ class OmplPlanner(Planner):
 
     def __init__(
         self,
-        model: mujoco.MjModel,
+        model: Any,
         config: OmplPlannerConfig | None = None,
         moveit: MoveItConfig | None = None,
         scene_qpos: np.ndarray | None = None,
@@ -200,10 +201,8 @@ class OmplPlanner(Planner):
             if name in self._joints:
                 self.current[self._joints.index(name)] = float(value)
             else:
-                jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
-                # int(): a numpy int is never 'in' a tuple of mjtJoint members
-                if jid >= 0 and int(model.jnt_type[jid]) in (int(mujoco.mjtJoint.mjJNT_HINGE),
-                                                             int(mujoco.mjtJoint.mjJNT_SLIDE)):
+                jid = name_index(model, "joint", name)
+                if jid >= 0 and is_scalar_joint(model, jid):
                     scene[model.jnt_qposadr[jid]] = float(value)
         self.checker.set_scene_qpos(scene)
         self.ik.set_scene_qpos(scene)

@@ -10,7 +10,6 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-import mujoco
 import numpy as np
 
 from clawgym_ros import constants as C
@@ -34,13 +33,13 @@ def scene_with_obstacles(
 
 def build_planning_model(
     scene: str | S.SceneSpec = "tabletop", obstacles: Sequence[S.Shape] = WALL_OBSTACLES,
-) -> tuple[mujoco.MjModel, S.SceneSpec]:
+) -> tuple[Any, S.SceneSpec]:
     """Compiled MuJoCo model (with the sim's actuators) of the scene plus obstacles."""
     spec = scene_with_obstacles(scene, obstacles)
     return S.build_model(spec), spec
 
 
-def home_qpos(model: mujoco.MjModel, spec: S.SceneSpec) -> np.ndarray:
+def home_qpos(model: Any, spec: S.SceneSpec) -> np.ndarray:
     """Full qpos: arm at the scene's home, gripper open, objects at their nominal poses."""
     qpos = model.qpos0.copy()
     for name, value in zip(C.ARM_JOINTS, spec.robot.home, strict=True):

@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-import mujoco
 import numpy as np
 
 from clawgym_ros import constants as C
-from clawgym_ros.planning.collision import CollisionChecker
 from clawgym_ros.planning.moveit_config import DEFAULT_MOVEIT_DIR
+from clawgym_ros.sim.collision import CollisionChecker
+from clawgym_ros.sim.world import model_from_xml
 
 URDF_XACRO = Path(__file__).resolve().parents[2] / "urdf" / "claw_arm.urdf.xacro"
 
@@ -38,13 +39,13 @@ def urdf_text(xacro_path: str | Path = URDF_XACRO) -> str:
     return xacro.process_file(str(xacro_path)).toxml()
 
 
-def robot_model(xacro_path: str | Path = URDF_XACRO) -> mujoco.MjModel:
+def robot_model(xacro_path: str | Path = URDF_XACRO) -> Any:
     """The robot alone as a MuJoCo model (one body per URDF link, no fusing)."""
     text = urdf_text(xacro_path)
     head = text.index(">", text.index("<robot")) + 1
     text = (text[:head] + '<mujoco><compiler fusestatic="false" discardvisual="true" '
             'balanceinertia="true"/></mujoco>' + text[head:])
-    return mujoco.MjModel.from_xml_string(text)
+    return model_from_xml(text)
 
 
 def link_names(urdf: str) -> list[str]:
@@ -55,7 +56,7 @@ def link_names(urdf: str) -> list[str]:
 
 
 def sample_disabled_pairs(
-    model: mujoco.MjModel, samples: int = 20000, seed: int = 0,
+    model: Any, samples: int = 20000, seed: int = 0,
     home: Mapping[str, float] | None = None, padding: float = 0.01,
 ) -> dict[tuple[str, str], str]:
     """Robot link pairs that need no collision checking, with their reason.

@@ -10,7 +10,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import gymnasium as gym
-import mujoco
 import numpy as np
 
 from clawgym_ros import constants as C
@@ -58,21 +57,6 @@ def perturbation_params(info: Mapping[str, Any]) -> dict[str, float]:
         for key, value in dict(record.get("parameters", {})).items():
             out[f"{family}.{key}"] = float(value)
     return out
-
-
-def max_contact_force(model: mujoco.MjModel, data: mujoco.MjData) -> float:
-    """Largest contact force magnitude (N) among the active contacts."""
-    best = 0.0
-    force = np.zeros(6)
-    for i in range(data.ncon):
-        mujoco.mj_contactForce(model, data, i, force)
-        best = max(best, float(np.linalg.norm(force[:3])))
-    return best
-
-
-def contact_pairs(model: mujoco.MjModel, data: mujoco.MjData) -> list[tuple[int, int]]:
-    """(geom1, geom2) of every active contact."""
-    return [(int(c.geom1), int(c.geom2)) for c in data.contact[:data.ncon]]
 
 
 def resample(times: np.ndarray, values: np.ndarray, rate_hz: float) -> np.ndarray:

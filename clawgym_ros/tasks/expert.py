@@ -352,7 +352,8 @@ class ArmExpert:
         Raises:
             ExpertError: IK failure, a joint jump, or a collision along the line.
         """
-        from clawgym_ros.planning.cartesian import mat_to_quat, slerp
+        from clawgym_ros.planning.cartesian import slerp
+        from clawgym_ros.sim.world import mat_to_quat
 
         chk = self.planner.checker
         p0, r0 = chk.tool_pose(start)

@@ -62,23 +62,24 @@ class HandConfig:
 
 def add_hand(spec: Any, config: HandConfig | None = None) -> None:
     """Add the hand's mocap bodies and pads to an uncompiled ``mujoco.MjSpec``."""
-    import mujoco
+    from clawgym_ros.sim.world import spec_enum
 
+    box = spec_enum("geom", "box")
     cfg = config or HandConfig()
     world = spec.worldbody
     hand = world.add_body(name=HAND_BODY, mocap=True, pos=[0.6, 0.3, 0.6])
-    hand.add_geom(name="human_palm", type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.03, 0.04, 0.008],
+    hand.add_geom(name="human_palm", type=box, size=[0.03, 0.04, 0.008],
                   pos=[0.0, 0.05, 0.03], contype=0, conaffinity=0, group=1,
                   rgba=[0.93, 0.76, 0.62, 0.6])
     for name in FINGER_BODIES:
         world.add_body(name=f"{name}_target", mocap=True, pos=[0.6, 0.3, 0.6])
         body = world.add_body(name=name, pos=[0.6, 0.3, 0.6], gravcomp=1.0)
         body.add_freejoint(name=f"{name}_joint")
-        body.add_geom(name=name, type=mujoco.mjtGeom.mjGEOM_BOX, size=list(cfg.pad_half_size),
+        body.add_geom(name=name, type=box, size=list(cfg.pad_half_size),
                       rgba=[0.93, 0.70, 0.58, 1.0], mass=cfg.pad_mass, priority=2,
                       friction=[cfg.pad_friction, 0.01, 0.001], condim=4)
-        weld = spec.add_equality(name=f"{name}_weld", type=mujoco.mjtEq.mjEQ_WELD,
-                                 objtype=mujoco.mjtObj.mjOBJ_BODY, name1=name,
+        weld = spec.add_equality(name=f"{name}_weld", type=spec_enum("equality", "weld"),
+                                 objtype=spec_enum("object", "body"), name1=name,
                                  name2=f"{name}_target", solref=[0.01, 1.0])
         # what MJCF's <weld body1 body2/> gives (MjSpec's default data anchors 1 m off):
         # zero relative pose = taken from the bodies' initial (identical) poses

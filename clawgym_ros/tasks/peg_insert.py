@@ -221,8 +221,9 @@ class PegInsertEnv(TaskEnv):
         return dataclasses.replace(base, bins=(), objects=(peg, block))
 
     def edit_spec(self, spec: Any, template: Template) -> None:
-        import mujoco
+        from clawgym_ros.sim.world import spec_enum
 
+        box = spec_enum("geom", "box")
         shape = template.params["shape"]
         peg = spec.body(OBJECTS[0])
         if shape == "hex":
@@ -234,7 +235,7 @@ class PegInsertEnv(TaskEnv):
             g = peg.geoms[0]
             g.size = [PEG_WIDTH / (2 * math.sqrt(3)), PEG_WIDTH / 2, PEG_LENGTH / 2]
             for k in (1, 2):
-                peg.add_geom(name=f"{OBJECTS[0]}_part{k}", type=mujoco.mjtGeom.mjGEOM_BOX,
+                peg.add_geom(name=f"{OBJECTS[0]}_part{k}", type=box,
                              size=list(g.size), rgba=list(g.rgba), friction=list(g.friction),
                              condim=4, mass=0.0,
                              quat=list(S.rpy_to_quat((0.0, 0.0, k * math.pi / 3))))
@@ -252,7 +253,7 @@ class PegInsertEnv(TaskEnv):
                  (0.0, -(hy + half) / 2, hx, (half - hy) / 2)]
         for k, (x, y, sx, sy) in enumerate(walls):
             block.add_geom(name=OBJECTS[1] if k == 0 else f"{OBJECTS[1]}_wall{k}",
-                           type=mujoco.mjtGeom.mjGEOM_BOX, size=[sx, sy, depth], pos=[x, y, 0.0],
+                           type=box, size=[sx, sy, depth], pos=[x, y, 0.0],
                            rgba=rgba, friction=friction, condim=4, solref=[0.004, 1.0],
                            mass=BLOCK_MASS / 4)
 

@@ -337,8 +337,9 @@ class PickPlaceEnv(TaskEnv):
         return dataclasses.replace(base, bins=bins, objects=objects)
 
     def edit_spec(self, spec: Any, template: Template) -> None:
-        import mujoco
+        from clawgym_ros.sim.world import spec_enum
 
+        capsule = spec_enum("geom", "capsule")
         for i, name in enumerate(OBJECTS):
             key = template.params["object" if i == 0 else "second"]
             if SHAPES[key][0] != "torus":
@@ -352,7 +353,7 @@ class PickPlaceEnv(TaskEnv):
             for k in range(TORUS_SEGMENTS):
                 a = 2 * math.pi * k / TORUS_SEGMENTS
                 body.add_geom(
-                    name=name if k == 0 else f"{name}_seg{k}", type=mujoco.mjtGeom.mjGEOM_CAPSULE,
+                    name=name if k == 0 else f"{name}_seg{k}", type=capsule,
                     size=[tube, half, 0.0], pos=[ring * math.cos(a), ring * math.sin(a), 0.0],
                     quat=list(S.rpy_to_quat((math.pi / 2, 0.0, a))), rgba=rgba,
                     friction=friction, condim=4, mass=mass / TORUS_SEGMENTS)
@@ -446,9 +447,9 @@ class PickPlaceEnv(TaskEnv):
         new_q[p.index, 3:] = S.rpy_to_quat((0.0, 0.0, float(draw["yaw"])))
         b.data.qpos[b.index.object_qpos] = new_q.ravel()
         b.data.qvel[b.index.object_dof] = 0.0
-        import mujoco
+        from clawgym_ros.sim.world import MujocoPhysics
 
-        mujoco.mj_forward(b.model, b.data)
+        MujocoPhysics(b.model, b.data).forward()
         return float(np.linalg.norm(new_q[p.index, :3] - old))
 
     # ------------------------------------------------------------------ goal observation

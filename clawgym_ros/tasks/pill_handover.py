@@ -13,15 +13,14 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import mujoco
 import numpy as np
 from gymnasium import spaces
 
 from clawgym_ros import constants as C
-from clawgym_ros.planning.cartesian import mat_to_quat
 from clawgym_ros.planning.ik import IkConfig, IkSolver
 from clawgym_ros.planning.types import Pose
 from clawgym_ros.sim import scene as S
+from clawgym_ros.sim.world import MujocoPhysics, mat_to_quat, name_index, quat_to_mat
 from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeRecorder, EpisodeSpec
 from clawgym_ros.tasks.base import StageTracker, Task, Template
 from clawgym_ros.tasks.episode_tools import (
@@ -307,15 +306,13 @@ class PillHandoverEnv(TaskEnv):
     # ------------------------------------------------------------------ contacts and hand
     def _ids(self) -> None:
         m = self.backend.model
-        body = mujoco.mjtObj.mjOBJ_BODY
-        self._mocap = [int(m.body_mocapid[mujoco.mj_name2id(m, body, n)])
+        self._mocap = [int(m.body_mocapid[name_index(m, "body", n)])
                        for n in (HAND_BODY, *(f"{f}_target" for f in FINGER_BODIES))]
         self._pad_qpos = [int(m.jnt_qposadr[m.joint(f"{f}_joint").id]) for f in FINGER_BODIES]
-        geom = mujoco.mjtObj.mjOBJ_GEOM
-        self._pad_geoms = [mujoco.mj_name2id(m, geom, n) for n in FINGER_BODIES]
+        self._pad_geoms = [name_index(m, "geom", n) for n in FINGER_BODIES]
         self._obj_geom = int(self.backend.index.object_geoms[0])
-        fingers = [mujoco.mj_name2id(m, body, n) for n in ("gripper_left_finger",
-                                                           "gripper_right_finger")]
+        fingers = [name_index(m, "body", n) for n in ("gripper_left_finger",
+                                                       "gripper_right_finger")]
         self._finger_geoms = {g for g in range(m.ngeom) if int(m.geom_bodyid[g]) in fingers}
         self._obj_dof = self.backend.index.object_dof
 
@@ -422,13 +419,14 @@ class ArmServo:
         seed: IK restart seed.
     """
 
-    def __init__(self, model: mujoco.MjModel, q0: np.ndarray, seed: int) -> None:
+    def __init__(self, model: Any, q0: np.ndarray, seed: int) -> None:
         self.model = model
-        self.data = mujoco.MjData(model)
+        self.physics = MujocoPhysics(model)
+        self.data = self.physics.data
         self.ik = IkSolver(model, C.ARM_JOINTS, C.FRAME_TOOL,
                            IkConfig(position_tolerance=0.001, orientation_tolerance=0.01,
                                     attempts=8, timeout=2.0), seed=seed)
-        self.site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, C.FRAME_TOOL)
+        self.site = name_index(model, "site", C.FRAME_TOOL)
         self.qadr = np.array([model.jnt_qposadr[model.joint(n).id] for n in C.ARM_JOINTS])
         self.dadr = np.array([model.jnt_dofadr[model.joint(n).id] for n in C.ARM_JOINTS])
         self.lower = model.jnt_range[[model.joint(n).id for n in C.ARM_JOINTS], 0]
@@ -438,8 +436,7 @@ class ArmServo:
     def fk(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Tool position and rotation at ``q``."""
         self.data.qpos[self.qadr] = q
-        mujoco.mj_kinematics(self.model, self.data)
-        mujoco.mj_comPos(self.model, self.data)
+        self.physics.kinematics(com=True)
         return (self.data.site_xpos[self.site].copy(),
                 self.data.site_xmat[self.site].reshape(3, 3).copy())
 
@@ -471,9 +468,7 @@ class ArmServo:
         err_p = pos_d - pos
         err_r = 0.5 * sum(np.cross(rot[:, i], rot_d[:, i]) for i in range(3))
         twist = np.concatenate([vel_d + gain * err_p, gain * err_r])
-        jp = np.zeros((3, self.model.nv))
-        jr = np.zeros((3, self.model.nv))
-        mujoco.mj_jacSite(self.model, self.data, jp, jr, self.site)
+        jp, jr = self.physics.site_jacobian(self.site)
         jac = np.vstack([jp[:, self.dadr], jr[:, self.dadr]])
         lam = 1e-3
         dq = jac.T @ np.linalg.solve(jac @ jac.T + lam * np.eye(6), twist)
@@ -638,9 +633,8 @@ def _run_expert(env: Any, spec: EpisodeSpec, template: str, cfg: ExpertConfig
         # object offset in the tool frame, measured now that it is held
         pos_t, rot_t = servo.fk(servo.q)
         tool_now = b.tool_pose()
-        rot_now = np.zeros(9)
-        mujoco.mju_quat2Mat(rot_now, tool_now[3:7])
-        offset = rot_now.reshape(3, 3).T @ (object_pose()[0] - tool_now[:3])
+        rot_now = quat_to_mat(tool_now[3:7])
+        offset = rot_now.T @ (object_pose()[0] - tool_now[:3])
         hand = np.asarray(st["obs"][OBS_HAND])
         hand_yaw = _near_yaw(2 * math.atan2(hand[6], hand[3]), rot_t)
         hand_rot = tool_rotation(hand_yaw)

@@ -21,13 +21,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-import mujoco
 import numpy as np
 
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.sim import scene as S
 from clawgym_ros.sim.envs import ClawEnv
 from clawgym_ros.sim.mujoco_backend import MujocoBackend, MujocoConfig
+from clawgym_ros.sim.world import MujocoPhysics, contact_summary, enable_energy, name_index
 from clawgym_ros.tasks.base import StageTracker, Task, Template
 from clawgym_ros.tasks.rewards import DEFAULT_WEIGHTS
 
@@ -50,7 +50,7 @@ class TemplateBackend(MujocoBackend):
         spec = S.build_spec(scene)
         self._env.edit_spec(spec, self._template)
         model = spec.compile()
-        model.opt.enableflags |= int(mujoco.mjtEnableBit.mjENBL_ENERGY)
+        enable_energy(model)
         return scene, model
 
 
@@ -145,11 +145,11 @@ class TaskEnv(ClawEnv):
         """
         m, idx = backend.model, backend.index
         mask = np.zeros(m.ngeom, dtype=bool)
-        floor = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "floor")
+        floor = name_index(m, "geom", "floor")
         if name == "robot":
             mask[np.asarray(idx.robot_geoms, dtype=int)] = True
         elif name == "gripper":
-            bodies = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, b) for b in GRIPPER_BODIES]
+            bodies = [name_index(m, "body", b) for b in GRIPPER_BODIES]
             mask[np.isin(m.geom_bodyid, [b for b in bodies if b >= 0])] = True
         elif name == "objects":
             mask[np.asarray(idx.object_geoms, dtype=int)] = True
@@ -159,8 +159,8 @@ class TaskEnv(ClawEnv):
             if floor >= 0:
                 mask[floor] = name != "obstacles"
         else:
-            geom = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, name)
-            body = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, name)
+            geom = name_index(m, "geom", name)
+            body = name_index(m, "body", name)
             if geom >= 0:
                 mask[geom] = True
             elif body >= 0:
@@ -197,7 +197,7 @@ class TaskEnv(ClawEnv):
         self.backend.reset(seed if seed is not None else -1, rng=rng)
         self.goal = self.sample_goal(rng, template)
         self.after_reset(rng)
-        mujoco.mj_forward(self.backend.model, self.backend.data)
+        MujocoPhysics(self.backend.model, self.backend.data).forward()
         self.tracker = self.make_tracker(self.goal)
         self.physics_time = 0.0
         self.last_contact_force, self.last_collision = 0.0, False
@@ -290,18 +290,7 @@ class TaskEnv(ClawEnv):
 
     def _contacts(self) -> tuple[float, bool]:
         """(largest contact normal force in N, any unintended contact) at this instant."""
-        d = self.backend.data
-        n = d.ncon
-        if n == 0:
-            return 0.0, False
-        con = d.contact
-        efc = con.efc_address[:n]
-        active = efc >= 0
-        force = float(np.max(np.abs(d.efc_force[efc[active]]))) if active.any() else 0.0
-        geoms = con.geom[:n]
-        touching = active & (con.dist[:n] <= 0.0)
-        bad = self.backend._unintended[geoms[:, 0], geoms[:, 1]] & touching  # type: ignore
-        return force, bool(bad.any())
+        return contact_summary(self.backend.data, self.backend._unintended)  # type: ignore
 
     def describe_contacts(self) -> list[str]:
         """Names of the geom pairs in contact now (debugging)."""
