@@ -46,8 +46,7 @@ def run3(tmp_path_factory):
 
 
 def _artifacts(root, kind):
-    folder = root / kind
-    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    return sorted(a.id for a in ArtifactStore(root).list(kind))
 
 
 def test_union_layout_pads_and_tags_each_task():
@@ -139,13 +138,13 @@ def test_bad_sequence_exits_2_and_commits_nothing(tmp_path, capsys, sequence, me
     err = capsys.readouterr().err
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1
-    assert not (tmp_path / C.KIND_CHECKPOINT).exists()
-    assert not (tmp_path / C.KIND_REPORT).exists()
+    assert _artifacts(tmp_path, C.KIND_CHECKPOINT) == _artifacts(tmp_path, C.KIND_REPORT) == []
 
 
 def test_mismatched_dataset_exits_2_and_commits_nothing(run3, capsys):
     root, ids = run3
     before = (_artifacts(root, C.KIND_CHECKPOINT), _artifacts(root, C.KIND_REPORT))
+    assert _artifacts(root, C.KIND_DATASET) == sorted(ids)           # the helper sees the store
     code = main(["train", "--sequence", "pick_place,peg_insert", "--dataset", ids[1][:12],
                  "--dataset", ids[0][:12], "--out", str(root), *TINY])
     err = capsys.readouterr().err
