@@ -153,18 +153,9 @@ def family_entry(name: Any, field: str = "family") -> FamilyEntry:
         ConfigError: unknown name, or an entry point naming neither a registered wrapper
             class nor a FamilyEntry.
     """
-    if isinstance(name, str) and name in _REGISTRY:
-        return _REGISTRY[name]
-    ep = _entry_points().get(name) if isinstance(name, str) else None
-    if ep is None:
-        raise ConfigError(field, name, "one of " + ", ".join(family_names()))
-    loaded = ep.load()
-    if isinstance(loaded, FamilyEntry) and loaded.name == name:
-        add_family(loaded)
-    if name not in _REGISTRY:
-        raise ConfigError(field, name, f"an entry point ({ENTRY_POINT_GROUP}) naming a wrapper "
-                          f"registered with @register_family or a FamilyEntry, not {ep.value}")
-    return _REGISTRY[name]
+    return plugins.lookup(name, field, _REGISTRY, ENTRY_POINT_GROUP, FamilyEntry, add_family,
+                          family_names, "a wrapper registered with @register_family or a "
+                          "FamilyEntry")
 
 
 def family_names() -> tuple[str, ...]:

@@ -4,11 +4,10 @@ the registry that picks one by name (like :data:`clawgym_ros.sim.backend.BACKEND
 from __future__ import annotations
 
 import abc
-import importlib
 from collections.abc import Iterable, Mapping
 
 from clawgym_ros import constants as C
-from clawgym_ros.errors import ConfigError
+from clawgym_ros import plugins
 from clawgym_ros.planning.types import PlanRequest, PlanResult
 
 #: Links allowed to touch a grasped object (MoveIt's touch_links).
@@ -56,7 +55,4 @@ def planner_class(name: str) -> type[Planner]:
     Raises:
         ConfigError: unknown name.
     """
-    if name not in BACKENDS:
-        raise ConfigError("backend", name, "one of " + ", ".join(sorted(BACKENDS)))
-    module, cls = BACKENDS[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    return plugins.named_class(BACKENDS, name)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import importlib
 from typing import Any
 
+from clawgym_ros import plugins
 from clawgym_ros.config import check_range
 from clawgym_ros.errors import ConfigError
 
@@ -125,7 +125,4 @@ def backend_class(name: str) -> type[SimBackend]:
     Raises:
         ConfigError: unknown name.
     """
-    if name not in BACKENDS:
-        raise ConfigError("backend", name, "one of " + ", ".join(sorted(BACKENDS)))
-    module, cls = BACKENDS[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    return plugins.named_class(BACKENDS, name)

@@ -172,18 +172,9 @@ def task_entry(name: Any, field: str = "task") -> TaskEntry:
         ConfigError: an unknown name (naming ``field`` and the known tasks), or an entry point
             that names neither a registered Task class nor a TaskEntry.
     """
-    if isinstance(name, str) and name in _REGISTRY:
-        return _REGISTRY[name]
-    ep = _entry_points().get(name) if isinstance(name, str) else None
-    if ep is None:
-        raise ConfigError(field, name, "one of " + ", ".join(TASKS))
-    loaded = ep.load()
-    if isinstance(loaded, TaskEntry) and loaded.name == name:
-        add_task(loaded)
-    if name not in _REGISTRY:
-        raise ConfigError(field, name, f"an entry point ({ENTRY_POINT_GROUP}) naming a Task "
-                          f"class registered with @register_task or a TaskEntry, not {ep.value}")
-    return _REGISTRY[name]
+    return plugins.lookup(name, field, _REGISTRY, ENTRY_POINT_GROUP, TaskEntry, add_task,
+                          lambda: TASKS, "a Task class registered with @register_task or a "
+                          "TaskEntry")
 
 
 class _TaskTable(Mapping):
