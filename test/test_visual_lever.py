@@ -9,6 +9,7 @@ from clawgym_ros import constants as C
 from clawgym_ros.coordinator.config import cell_key
 from clawgym_ros.coordinator.plan import next_plan
 from clawgym_ros.coordinator.visual import (
+    check_record_images,
     gap_steers,
     ignored_visual_gaps,
     is_visual,
@@ -42,6 +43,10 @@ def test_which_gaps_steer_which_policy():
     gaps = [LIGHT, NOISE, BOTH, HELD_OUT]
     assert ignored_visual_gaps(gaps, C.POLICY_MLP) == ["lighting>=0.5"]
     assert ignored_visual_gaps(gaps, C.POLICY_CNN) == []
+    check_record_images(C.POLICY_CNN, True)
+    check_record_images(C.POLICY_MLP, False)
+    with pytest.raises(ConfigError, match="record_images=False.*true for the cnn policy"):
+        check_record_images(C.POLICY_CNN, False)
 
 
 def test_a_lighting_gap_of_a_seeing_policy_raises_the_lighting_demonstrations():

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clawgym_ros import constants as C
+from clawgym_ros.errors import ConfigError
 
 #: Families that change only what a camera sees (camera pose jitter and textures would join).
 VISUAL_FAMILIES: tuple[str, ...] = (C.FAMILY_LIGHTING,)
@@ -60,3 +61,15 @@ def ignored_visual_gaps(gaps: Sequence[Mapping[str, Any]], policy: str) -> list[
     reasons; empty for a policy that sees)."""
     sees = policy_sees(policy)
     return [str(g.get("condition", "")) for g in gaps if not gap_steers(g, sees)]
+
+
+def check_record_images(policy: str, record_images: bool) -> None:
+    """A loop whose policy reads images must record them (else its first training fails,
+    after a whole iteration of synthesis).
+
+    Raises:
+        ConfigError: naming ``record_images`` and the policy type.
+    """
+    if not record_images and policy_sees(policy):
+        raise ConfigError("record_images", record_images, f"true for the {policy} policy "
+                          "(it trains on the wrist camera's frames)")
