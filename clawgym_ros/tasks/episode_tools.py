@@ -6,7 +6,7 @@ Pure (MuJoCo and NumPy only, no rclpy).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -16,6 +16,7 @@ from clawgym_ros import constants as C
 from clawgym_ros.perturbations import make
 from clawgym_ros.perturbations.base import SEED_MAX, Perturbation
 from clawgym_ros.perturbations.wrappers import wrap
+from clawgym_ros.synthesis.episode import EpisodeRecorder, EpisodeSpec
 
 
 def perturbations_for(family: str, intensity: float, seed: int,
@@ -48,6 +49,25 @@ def wrapped_env(env_id: str, perturbations: Iterable[Perturbation], **kwargs: An
     env = gym.make(env_id, **{"control_mode": C.CONTROL_DICT, **kwargs})
     perturbations = list(perturbations)
     return wrap(env, perturbations) if perturbations else env
+
+
+def spec_env(env_id: str, spec: EpisodeSpec, template: str) -> gym.Env:
+    """The env an episode of ``spec`` runs in: ``env_id`` for ``template`` (Dict interface),
+    wrapped with the spec's perturbations (family, intensity, seed, and the config overrides
+    ``spec.options["perturbation"]``: family -> fields). Closed when used in ``with``."""
+    overrides = {k: dict(v) for k, v in dict(spec.options.get("perturbation", {})).items()}
+    return wrapped_env(env_id, perturbations_for(spec.family, spec.intensity, spec.seed,
+                                                 overrides), template=template)
+
+
+def start_episode(env: gym.Env, spec: EpisodeSpec, template: str,
+                  joint_names: Sequence[str]) -> tuple[Any, dict[str, Any], EpisodeRecorder]:
+    """Reset ``env`` for ``spec`` and ``template``: (observation, info, a recorder of the
+    episode with the perturbation parameters the reset drew)."""
+    obs, info = env.reset(seed=spec.seed, options={"template": template})
+    rec = EpisodeRecorder(spec, joint_names, template=template,
+                          perturbation_params=perturbation_params(info))
+    return obs, info, rec
 
 
 def perturbation_params(info: Mapping[str, Any]) -> dict[str, float]:

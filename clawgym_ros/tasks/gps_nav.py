@@ -20,13 +20,9 @@ from clawgym_ros.errors import ConfigError
 from clawgym_ros.perturbations.gps import STATUS_FIX
 from clawgym_ros.sim import scene as S
 from clawgym_ros.sim.geo import enu_to_geodetic, geodetic_to_enu
-from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeRecorder, EpisodeSpec
+from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeSpec
 from clawgym_ros.tasks.base import StageTracker, Task, Template
-from clawgym_ros.tasks.episode_tools import (
-    perturbation_params,
-    perturbations_for,
-    wrapped_env,
-)
+from clawgym_ros.tasks.episode_tools import spec_env, start_episode
 from clawgym_ros.tasks.navigation import (
     EkfConfig,
     PoseEkf,
@@ -366,11 +362,6 @@ class ExpertConfig:
     ekf: EkfConfig = EkfConfig()
 
 
-def gps_dropout_overrides(spec: EpisodeSpec) -> dict[str, dict[str, Any]]:
-    """Perturbation overrides from ``spec.options["perturbation"]`` (family -> fields)."""
-    return {k: dict(v) for k, v in dict(spec.options.get("perturbation", {})).items()}
-
-
 def generate(spec: EpisodeSpec, config: ExpertConfig | None = None) -> EpisodeRecord:
     """Run the planner-driven expert for one episode and record it.
 
@@ -391,26 +382,18 @@ def generate(spec: EpisodeSpec, config: ExpertConfig | None = None) -> EpisodeRe
         position error (m).
     """
     cfg = config or ExpertConfig()
-    rng = np.random.default_rng(spec.seed)
-    template = GpsNav().resolve_template(spec.template, rng).name
-    perts = perturbations_for(spec.family, spec.intensity, spec.seed,
-                              gps_dropout_overrides(spec))
-    env = wrapped_env(ENV_ID, perts, template=template)
-    try:
+    template = GpsNav().resolve_template(spec.template, np.random.default_rng(spec.seed)).name
+    with spec_env(ENV_ID, spec, template) as env:
         return _run_expert(env, spec, template, cfg)
-    finally:
-        env.close()
 
 
 def _run_expert(env: Any, spec: EpisodeSpec, template: str, cfg: ExpertConfig
                 ) -> EpisodeRecord:
-    obs, info = env.reset(seed=spec.seed, options={"template": template})
+    obs, info, rec = start_episode(env, spec, template, C.BASE_WHEEL_JOINTS)
     core: GpsNavEnv = env.unwrapped
     b = core.backend
     dt = b.control_dt
     fault = spec.options.get("fault")
-    rec = EpisodeRecorder(spec, C.BASE_WHEEL_JOINTS, template=template,
-                          perturbation_params=perturbation_params(info))
     router = scene_router(ROUTE_INFLATE)
     ekf = PoseEkf(cfg.ekf)
     waypoints_geo = core.goal.waypoints_geodetic

@@ -21,14 +21,9 @@ from clawgym_ros.planning.ik import IkConfig, IkSolver
 from clawgym_ros.planning.types import Pose
 from clawgym_ros.sim import scene as S
 from clawgym_ros.sim.world import MujocoPhysics, mat_to_quat, name_index, quat_to_mat
-from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeRecorder, EpisodeSpec
+from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeSpec
 from clawgym_ros.tasks.base import StageTracker, Task, Template
-from clawgym_ros.tasks.episode_tools import (
-    perturbation_params,
-    perturbations_for,
-    resample,
-    wrapped_env,
-)
+from clawgym_ros.tasks.episode_tools import resample, spec_env, start_episode
 from clawgym_ros.tasks.human_hand import (
     FINGER_BODIES,
     HAND_BODY,
@@ -507,27 +502,19 @@ def generate(spec: EpisodeSpec, config: ExpertConfig | None = None) -> EpisodeRe
         at 20 Hz (tool to hand centre, m; tool speed, m/s) for the evaluator.
     """
     cfg = config or ExpertConfig()
-    rng = np.random.default_rng(spec.seed)
-    template = PillHandover().resolve_template(spec.template, rng).name
-    perts = perturbations_for(spec.family, spec.intensity, spec.seed,
-                              {k: dict(v) for k, v in
-                               dict(spec.options.get("perturbation", {})).items()})
-    env = wrapped_env(ENV_ID, perts, template=template)
-    try:
+    template = PillHandover().resolve_template(spec.template,
+                                               np.random.default_rng(spec.seed)).name
+    with spec_env(ENV_ID, spec, template) as env:
         return _run_expert(env, spec, template, cfg)
-    finally:
-        env.close()
 
 
 def _run_expert(env: Any, spec: EpisodeSpec, template: str, cfg: ExpertConfig
                 ) -> EpisodeRecord:
-    obs, info = env.reset(seed=spec.seed, options={"template": template})
+    obs, info, rec = start_episode(env, spec, template, C.ARM_JOINTS + C.GRIPPER_JOINTS)
     core: PillHandoverEnv = env.unwrapped
     b = core.backend
     dt = b.control_dt
     fault = spec.options.get("fault")
-    rec = EpisodeRecorder(spec, C.ARM_JOINTS + C.GRIPPER_JOINTS, template=template,
-                          perturbation_params=perturbation_params(info))
     servo = ArmServo(b.model, obs[C.OBS_JOINT_POS], seed=spec.seed % (2**31))
     along, width, height = core.goal.dims
     st: dict[str, Any] = {"obs": obs, "grip": float(S.GRIPPER_MAX_WIDTH), "steps": 0}

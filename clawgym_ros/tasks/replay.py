@@ -8,10 +8,9 @@ Sign the result off with the task's :meth:`~clawgym_ros.tasks.base.Task.signoff`
 
 Arm tasks whose expert is an :class:`~clawgym_ros.tasks.expert.ArmExpert` (pick_place,
 peg_insert: ``Task.arm_expert``) replay through it; the others (gps_nav, pill_handover) replay
-in the env their experts build (:func:`~clawgym_ros.tasks.episode_tools.wrapped_env` with
-:func:`~clawgym_ros.tasks.episode_tools.perturbations_for`), recording what their experts
-record: the observation before each step, the true joint state after it, and energy when the
-original has it.
+in the env their experts build (:func:`~clawgym_ros.tasks.episode_tools.spec_env`), recording
+what their experts record: the observation before each step, the true joint state after it,
+and energy when the original has it.
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from clawgym_ros import constants as C
-from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeRecorder, EpisodeSpec
-from clawgym_ros.tasks.episode_tools import perturbation_params, perturbations_for, wrapped_env
+from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeSpec
+from clawgym_ros.tasks.episode_tools import spec_env, start_episode
 from clawgym_ros.tasks.expert import ArmExpert
 from clawgym_ros.tasks.registry import get_task
 from clawgym_ros.tasks.world import TaskEnv
@@ -82,15 +81,11 @@ def replay_record(record: EpisodeRecord, options: Mapping[str, Any] | None = Non
 def _replay_in_env(record: EpisodeRecord, spec: EpisodeSpec) -> EpisodeRecord:
     """Replay in the env the gps_nav / pill_handover experts build (see the module doc)."""
     task = get_task(record.task)
-    overrides = {k: dict(v) for k, v in dict(spec.options.get("perturbation", {})).items()}
-    env = wrapped_env(task.env_id, perturbations_for(spec.family, spec.intensity, spec.seed,
-                                                     overrides), template=record.template)
+    env = spec_env(task.env_id, spec, record.template)
     try:
-        obs, info = env.reset(seed=spec.seed, options={"template": record.template})
+        obs, info, rec = start_episode(env, spec, record.template, record.joint_names)
         core = env.unwrapped
         b = core.backend
-        rec = EpisodeRecorder(spec, record.joint_names, template=record.template,
-                              perturbation_params=perturbation_params(info))
         keys = list(record.observations)
         for k in range(record.num_steps):
             action = {key: value[k] for key, value in record.actions.items()}
