@@ -189,3 +189,21 @@ def test_a_twin_session_runs_at_its_private_values(tmp_path, no_calibration):
         private.write_text(text)
         with pytest.raises(ConfigError, match=re.escape(needle)):
             SimNodeConfig(twin_params_file=str(private))
+
+
+def test_rl_finetuning_takes_a_calibration(tmp_path, no_calibration, capsys):
+    """``train --finetune rl --calibration ID``: the fine-tuning config carries it (so the
+    checkpoint's id changes) and only then; behaviour cloning refuses the flag."""
+    from clawgym_ros.cli import main as cli_main
+    from clawgym_ros.training.rl import FinetuneConfig
+
+    cal = A.SimCalibration("c" * 64, {"damping_scale": 2.0})
+    plain = FinetuneConfig(base_checkpoint="b" * 64, steps=10, seed=0)
+    assert "calibration" not in plain.to_json()
+    assert "calibration" not in FinetuneConfig.option_names()
+    tuned = FinetuneConfig(base_checkpoint="b" * 64, steps=10, seed=0,
+                           calibration=cal.to_dict())
+    assert tuned.to_json()["calibration"]["id"] == cal.id
+    assert cli_main(["train", "--dataset", "abcdef12", "--steps", "10", "--seed", "0",
+                     "--out", str(tmp_path), "--calibration", "abcdef12"]) == 2
+    assert "--calibration" in capsys.readouterr().err

@@ -59,6 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="a fine-tuning setting, e.g. lr=3e-5, residual_scale_joint=0.03 "
                          "(repeatable; docs/notes/rl_finetune.md)")
     rl.add_argument("--progress", action="store_true", help="show a progress bar")
+    rl.add_argument("--calibration", metavar="ID", default="",
+                    help="fine-tune in the simulator at this calibration's fitted values (in "
+                         "--out's store); joins the checkpoint's id")
     seq = parser.add_argument_group(
         "incremental learning (one task-conditioned policy trained task after task)")
     seq.add_argument("--sequence", metavar="TASKS", default=None,
@@ -137,6 +140,10 @@ def build_finetune_config(args: argparse.Namespace):
         values["task"] = args.task
     if args.workers is not None:
         values["workers"] = args.workers
+    if args.calibration:
+        from clawgym_ros.calibration.apply import use_calibration
+
+        values["calibration"] = use_calibration(args.out, args.calibration).to_dict()
     try:
         return FinetuneConfig(**values)
     except TypeError as err:
@@ -206,6 +213,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--sequence-option", args.sequence_option, "only with --sequence")
     if args.finetune:
         return run_finetune(args)
+    if args.calibration:
+        raise ConfigError("--calibration", args.calibration, "only with --finetune rl "
+                          "(behaviour cloning learns from datasets, which name their own)")
     for name in ("from_checkpoint", "task", "workers"):
         if getattr(args, name) is not None or args.rl_option:
             flag = "--rl-option" if args.rl_option else "--" + name.replace("_checkpoint", "")

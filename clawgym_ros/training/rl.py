@@ -84,6 +84,9 @@ class FinetuneConfig:
     log_std_init: float = -3.0
     #: term -> weight overriding the task's declared default (clawgym_ros.tasks.rewards)
     reward_weights: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    #: the calibration the fine-tuning envs run at (SimCalibration.to_dict(); {} = none, and
+    #: then not part of the checkpoint's config, so uncalibrated ids are as before)
+    calibration: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_checkpoint, str) or not self.base_checkpoint:
@@ -114,18 +117,22 @@ class FinetuneConfig:
         if not isinstance(self.reward_weights, Mapping):
             raise ConfigError("reward_weights", self.reward_weights, "a mapping term -> weight")
         object.__setattr__(self, "reward_weights", dict(self.reward_weights))
+        object.__setattr__(self, "calibration", dict(self.calibration))
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["hidden"] = list(self.hidden)
         data["reward_weights"] = dict(sorted(self.reward_weights.items()))
+        if not self.calibration:
+            del data["calibration"]
         return data
 
     @classmethod
     def option_names(cls) -> tuple[str, ...]:
         """Fields settable with ``--rl-option`` (all but the run's identity)."""
         return tuple(f.name for f in dataclasses.fields(cls)
-                     if f.name not in ("base_checkpoint", "steps", "seed", "task", "workers"))
+                     if f.name not in ("base_checkpoint", "steps", "seed", "task", "workers",
+                                       "calibration"))
 
 
 @dataclasses.dataclass
@@ -160,6 +167,9 @@ class ResidualEnv(gym.Env):
         from clawgym_ros.training.checkpoint import load_checkpoint
 
         torch.set_num_threads(1)
+        from clawgym_ros.calibration.apply import activate
+
+        activate(cfg.calibration or None)      # this env's process simulates at it
         self.cfg = cfg
         store = ArtifactStore(run_dir)
         env_id = get_task(cfg.task).env_id
