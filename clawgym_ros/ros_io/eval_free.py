@@ -24,8 +24,6 @@ Nominal arm specs only (no interposers; the bare scene or arm task worlds).
 from __future__ import annotations
 
 import collections
-import contextlib
-import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -295,11 +293,14 @@ def run_free_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_
         LockstepError: the graph did not come up or a node exited.
         ConfigError: specs free-running mode does not run (perturbed, mobile base).
     """
-    import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from clawgym_ros.procs import ProcessGroup, isolated_ros_env, reserve_domain_id
-    from clawgym_ros.ros_io.eval_graph import check_children
+    from clawgym_ros.ros_io.eval_graph import check_children, graph_with_helper
+
+    def single_threaded(node: Any, context: Any) -> SingleThreadedExecutor:
+        out = SingleThreadedExecutor(context=context)
+        out.add_node(node)
+        return out
 
     for spec in specs:
         if scene_of(spec.task) != C.SCENE_TABLETOP or spec.families:
@@ -307,21 +308,11 @@ def run_free_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_
                               "nominal arm episodes (free-running mode)")
     start_world = resolve_world(specs[0].task, world) if specs else "scene"
     run_dir = str(Path(run_dir).resolve()) if run_dir else ""
-    with contextlib.ExitStack() as stack:
-        domain = stack.enter_context(reserve_domain_id(None)).domain_id
-        env = isolated_ros_env(domain)
-        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
-        group = stack.enter_context(ProcessGroup(env=env, log_dir=log_dir))
-        for proc in graph_processes(specs, policy, run_dir, world=start_world, mode=POLICY_FREE,
-                                    control_rate=control_rate):
-            group.start_module(proc.name, proc.module, proc.args)
-        context = rclpy.Context()
-        rclpy.init(context=context, domain_id=domain)
-        node = rclpy.create_node(f"{C.NODE_EVALUATOR}_free", context=context,
-                                 start_parameter_services=False, enable_rosout=False)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
-        watcher = FreeWatcher(node, executor, timeout, max_steps, world)
+    processes = graph_processes(specs, policy, run_dir, world=start_world, mode=POLICY_FREE,
+                                control_rate=control_rate)
+    with graph_with_helper(processes, f"{C.NODE_EVALUATOR}_free", log_dir,
+                           single_threaded) as (group, node, spinner):
+        watcher = FreeWatcher(node, spinner, timeout, max_steps, world)
         try:
             deadline = time.monotonic() + max(60.0, timeout)
             for client in (watcher.reset_client, watcher.policy_client):
@@ -340,7 +331,3 @@ def run_free_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, max_
             return results, {"latency": watcher.latency(), "lost_samples": watcher.lost}
         finally:
             watcher.close()
-            executor.shutdown(timeout_sec=1.0)
-            node.destroy_node()
-            if context.ok():
-                rclpy.shutdown(context=context)

@@ -105,14 +105,43 @@ def _image_size(policy: str, run_dir: str) -> int:
 
 
 @contextlib.contextmanager
+def graph_with_helper(processes: Sequence[Any], node_name: str, log_dir: Any,
+                      make_executor: Callable[[Any, Any], Any], domain_id: int | None = None
+                      ) -> Iterator[tuple[ProcessGroup, Any, Any]]:
+    """Start ``processes`` (graph_processes rows) as children in an isolated domain and join it
+    with a private helper node (no parameter services or rosout: fewer entities to poll per
+    step); yields (process group, node, ``make_executor(node, context)``). The helper is shut
+    down, then every child stopped, on exit."""
+    import rclpy
+
+    with contextlib.ExitStack() as stack:
+        domain = stack.enter_context(reserve_domain_id(domain_id)).domain_id
+        env = isolated_ros_env(domain)
+        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
+        group = stack.enter_context(ProcessGroup(env=env, log_dir=log_dir))
+        for proc in processes:
+            group.start_module(proc.name, proc.module, proc.args)
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=domain)
+        node = rclpy.create_node(node_name, context=context, start_parameter_services=False,
+                                 enable_rosout=False)
+        executor = make_executor(node, context)
+        try:
+            yield group, node, executor
+        finally:
+            executor.shutdown(timeout_sec=1.0)
+            node.destroy_node()
+            if context.ok():
+                rclpy.shutdown(context=context)
+
+
+@contextlib.contextmanager
 def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log_dir: Any,
                     suffix: str, families: Sequence[str], timeout: float, max_steps: int,
                     domain_id: int | None = None, max_chunk: int | None = None,
                     world: str = "scene") -> Iterator[tuple[ProcessGroup, Any]]:
     """Start the lockstep graph in an isolated domain and a private helper node driving it;
     yields (process group, LockstepEvaluator); everything is stopped on exit."""
-    import rclpy
-
     from clawgym_ros.evaluation.rollout import WORLD_SCENE, resolve_world, scene_of
     from clawgym_ros.evaluation.ros_mode import check_ros_families
     from clawgym_ros.ros_io.eval_lockstep import LockstepEvaluator
@@ -131,32 +160,19 @@ def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log
 
             raise ConfigError("world", world, f"'task' for {spec.task} (the scene world "
                               "scores arm tasks only)")
-    with contextlib.ExitStack() as stack:
-        domain = stack.enter_context(reserve_domain_id(domain_id)).domain_id
-        env = isolated_ros_env(domain)
-        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
-        group = stack.enter_context(ProcessGroup(env=env, log_dir=log_dir))
-        image_size = _image_size(policy, run_dir)
-        for proc in graph_processes(specs, policy, run_dir, scene=scene, max_chunk=max_chunk,
-                                    world=start_world, image=bool(image_size),
-                                    image_size=image_size):
-            group.start_module(proc.name, proc.module, proc.args)
-        context = rclpy.Context()
-        rclpy.init(context=context, domain_id=domain)
-        # A private helper: no parameter services or rosout (fewer entities to poll per step).
-        node = rclpy.create_node(f"{C.NODE_EVALUATOR}_{suffix}", context=context,
-                                 start_parameter_services=False, enable_rosout=False)
-        executor = executor_for(node, context=context)
+    image_size = _image_size(policy, run_dir)
+    processes = graph_processes(specs, policy, run_dir, scene=scene, max_chunk=max_chunk,
+                                world=start_world, image=bool(image_size),
+                                image_size=image_size)
+    with graph_with_helper(processes, f"{C.NODE_EVALUATOR}_{suffix}", log_dir,
+                           lambda node, context: executor_for(node, context=context),
+                           domain_id) as (group, node, executor):
         evaluator = LockstepEvaluator(node, tuple(families), timeout, max_steps, scene=scene,
                                       executor=executor, world=world, start_world=start_world)
         try:
             yield group, evaluator
         finally:
             evaluator.close()
-            executor.shutdown(timeout_sec=1.0)
-            node.destroy_node()
-            if context.ok():
-                rclpy.shutdown(context=context)
 
 
 def _cpu_seconds(pid: int) -> float:
