@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -207,3 +208,21 @@ def test_rl_finetuning_takes_a_calibration(tmp_path, no_calibration, capsys):
     assert cli_main(["train", "--dataset", "abcdef12", "--steps", "10", "--seed", "0",
                      "--out", str(tmp_path), "--calibration", "abcdef12"]) == 2
     assert "--calibration" in capsys.readouterr().err
+
+
+def test_a_loop_config_names_a_calibration(tmp_path, no_calibration, capsys):
+    """The loop config's ``calibration`` key: resolved in the run directory before any node
+    starts (a missing one is one line, exit 2)."""
+    from clawgym_ros.cli import main as cli_main
+    from clawgym_ros.coordinator.config import load_loop_config
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "config" / "loop" / "pick_place.yaml").read_text()
+    path = tmp_path / "loop.yaml"
+    text = text.replace("eval_suite: suites/", f"eval_suite: {root}/config/loop/suites/")
+    path.write_text(text.replace("\nloop:\n", "\nloop:\n  calibration: 0123abcd\n", 1))
+    assert load_loop_config(path).calibration == "0123abcd"
+    assert cli_main(["loop", "--config", str(path), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown artifact id '0123abcd'" in err and "\n" not in err
+    assert not (tmp_path / "run" / "logs").exists()

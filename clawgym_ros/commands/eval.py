@@ -62,10 +62,9 @@ def _run(args: argparse.Namespace) -> int:
 
     workers = args.workers or default_workers()
     # workers, and sim_node in ros mode, run at the calibration; its id joins the report's
-    calibration = use_calibration(args.out, args.calibration)
+    use_calibration(args.out, args.calibration)
     cfg = EvalConfig(suite=args.suite, seed=args.seed, mode=args.mode, workers=workers,
-                     checkpoint_id=args.checkpoint or "",
-                     calibration=calibration.id if calibration is not None else "")
+                     checkpoint_id=args.checkpoint or "")
     source = (PolicySource.parse(args.checkpoint, args.out) if args.checkpoint
               else PolicySource.parse(args.policy, args.out))
     options = RolloutOptions(world=args.world, max_steps=args.max_steps,

@@ -104,6 +104,10 @@ def run_loop_command(config: str, out: str, iterations: int | None = None,
     cfg = load_loop_config(path, iterations=iterations, seed=seed, mode=mode)  # fail early
     out_dir = Path(out).resolve()
     check_saved_state(out_dir)
+    if cfg.calibration:
+        from clawgym_ros.calibration.apply import use_calibration
+
+        use_calibration(out_dir, cfg.calibration)   # the nodes started below inherit it
     out_dir.mkdir(parents=True, exist_ok=True)
     with LoopGraph(out_dir / "logs") as graph, StatusView(cfg.name) as view:
         graph.start_workers(out_dir)

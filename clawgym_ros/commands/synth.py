@@ -7,7 +7,6 @@ yield, wall time) on the second.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 
 
@@ -44,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from clawgym_ros.calibration.apply import OPTION_KEY, use_calibration
+    from clawgym_ros.calibration.apply import use_calibration
     from clawgym_ros.errors import ClawgymError
     from clawgym_ros.orchestration.synthesis import SynthRequest, synthesize
 
@@ -70,9 +69,6 @@ def _run(args: argparse.Namespace) -> int:
     request = SynthRequest.from_args(args.out, args.episodes, args.seed, task=args.task,
                                      mixture_path=args.mixture, workers=args.workers,
                                      images=args.images)
-    if calibration is not None:     # episodes run at it; it joins the dataset's id
-        request = dataclasses.replace(request, options={**request.options,
-                                                        OPTION_KEY: calibration.to_dict()})
     artifact, summary = synthesize(request)
     print(artifact.id if artifact is not None else "")
     print(json.dumps(summary.to_dict(), sort_keys=True))

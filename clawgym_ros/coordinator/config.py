@@ -187,6 +187,10 @@ class LoopConfig:
         workers: synthesis / rollout worker processes (0 = one per core).
         record_images: ask synthesis for camera frames.
         adr: range adaptation settings.
+        calibration: id of a calibration artifact in the run directory that the loop's
+            simulators run at (synthesis, RL fine-tuning, evaluation; ``clawgym loop``
+            activates it before starting the nodes); it joins their artifacts' ids. "" = the
+            nominal simulator.
     """
 
     name: str = "loop"
@@ -219,8 +223,11 @@ class LoopConfig:
     workers: int = 0
     record_images: bool = False
     adr: AdrConfig = dataclasses.field(default_factory=AdrConfig)
+    calibration: str = ""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.calibration, str):
+            raise ConfigError("calibration", self.calibration, "a calibration artifact id")
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError("name", self.name, "a non-empty string")
         check_int("seed", self.seed, 0, SEED_LIMIT)

@@ -54,6 +54,12 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
     from clawgym_ros.report.build import write_report
 
     options = options or RolloutOptions()
+    from clawgym_ros.calibration.apply import active
+
+    calibration = active()
+    if calibration is not None and not cfg.calibration:
+        # workers (and a ros-mode sim_node) run at the active calibration: the report says so
+        cfg = dataclasses.replace(cfg, calibration=calibration.id)
     suite = load_suite(cfg.suite)
     if suite.max_steps and not options.max_steps:
         options = dataclasses.replace(options, max_steps=suite.max_steps)

@@ -89,6 +89,13 @@ def synthesize(request: SynthRequest, progress: ProgressCallback | None = None,
     options: dict[str, Any] = dict(request.options)
     if request.images:
         options["images"] = True
+    from clawgym_ros.calibration.apply import OPTION_KEY, active
+
+    calibration = active()
+    if calibration is not None and OPTION_KEY not in options:
+        # the episodes run at the active calibration (--calibration, a loop's key): it joins
+        # their options, hence the dataset's id
+        options[OPTION_KEY] = calibration.to_dict()
     specs = plan_episodes(mixture, request.episodes, request.seed, options=options)
     signoff = signoff_for(mixture.tasks)
     generation: Mapping[str, Any] = {"seed": request.seed, "episodes": request.episodes,

@@ -307,7 +307,12 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     from torch import nn
 
     from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.calibration.apply import active
     from clawgym_ros.training import checkpoint as ckpt
+
+    calibration = active()
+    if calibration is not None and not cfg.calibration:   # e.g. a loop's calibration key
+        cfg = dataclasses.replace(cfg, calibration=calibration.to_dict())
 
     store = ArtifactStore(run_dir)
     base = ckpt.load_checkpoint(store, cfg.base_checkpoint)
