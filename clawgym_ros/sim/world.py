@@ -5,8 +5,9 @@ Four parts, each with its MuJoCo implementation in ``sim/`` (nothing outside ``s
 
 1. Stepping, state, lighting and dynamics of a running world: :class:`~.backend.SimBackend`
    (``reset``, ``step``, ``get_state`` / ``set_state``, ``set_lighting``, ``set_dynamics``,
-   ``restore_defaults``, ``time``; :class:`~.mujoco_backend.MujocoBackend`). A Gazebo backend
-   offers these over gz-transport.
+   ``restore_defaults``, ``time``; :class:`~.mujoco_backend.MujocoBackend`).
+   :class:`~.gazebo_backend.GazeboBackend` offers reset, lighting, object mass and friction
+   and stepping over gz-transport, and raises for the knobs gz-sim cannot change at run time.
 2. Physics queries on a model and its state: :class:`Physics` (names -> indices, forward
    kinematics, site poses and Jacobians, physics steps, contact forces and flagged contacts,
    state copies); :class:`MujocoPhysics`. ``MujocoPhysics(backend.model, backend.data)`` reads and
@@ -20,8 +21,9 @@ Four parts, each with its MuJoCo implementation in ``sim/`` (nothing outside ``s
 
 Model and data arrays (``model.jnt_range``, ``data.qpos``, ``data.site_xpos``...) keep
 MuJoCo's layout; :class:`Physics` is what a caller needs beyond reading them. A backend that
-cannot offer a part says so (``GazeboBackend`` offers part 1 only: gz-transport exposes no
-Jacobians, contact forces or private model copies).
+cannot offer a part says so (``GazeboBackend`` offers none of parts 2-4: gz-transport exposes
+no Jacobians, contact forces or private model copies). docs/extending.md walks through adding
+a backend.
 """
 
 from __future__ import annotations
