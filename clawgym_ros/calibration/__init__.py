@@ -11,5 +11,8 @@ Pieces (pure cores, no rclpy):
 * :mod:`.twin` - a stand-in real robot (MuJoCo with hidden parameter offsets, latency, encoder
   bias and sensor noise) that records such a log, for tests and benchmarks;
 * :mod:`.fit` - multi-start bounded least squares, intervals and identifiability;
-* :mod:`.artifact` - the ``calibration`` artifact (values, intervals, RMSE, HTML page).
+* :mod:`.artifact` - the ``calibration`` artifact (values, intervals, RMSE, HTML page);
+* :mod:`.apply` - the simulator at a calibration (``--calibration ID``): loading, activating,
+  the dynamics family's widths, a stand-in robot's private values;
+* :mod:`.gap` - how much of the sim-to-real gap a calibration closes on the stand-in robot.
 """
