@@ -505,26 +505,141 @@ def generate(spec: EpisodeSpec, config: ExpertConfig | None = None) -> EpisodeRe
     template = PillHandover().resolve_template(spec.template,
                                                np.random.default_rng(spec.seed)).name
     with spec_env(ENV_ID, spec, template) as env:
-        return _run_expert(env, spec, template, cfg)
+        return _HandoverRun(env, spec, template, cfg).run()
 
 
-def _run_expert(env: Any, spec: EpisodeSpec, template: str, cfg: ExpertConfig
-                ) -> EpisodeRecord:
-    obs, info, rec = start_episode(env, spec, template, C.ARM_JOINTS + C.GRIPPER_JOINTS)
-    core: PillHandoverEnv = env.unwrapped
-    b = core.backend
-    dt = b.control_dt
-    fault = spec.options.get("fault")
-    servo = ArmServo(b.model, obs[C.OBS_JOINT_POS], seed=spec.seed % (2**31))
-    along, width, height = core.goal.dims
-    st: dict[str, Any] = {"obs": obs, "grip": float(S.GRIPPER_MAX_WIDTH), "steps": 0}
-    series: dict[str, list[float]] = {"t": [], "d": [], "v": []}
+class _HandoverRun:
+    """One expert episode: motion primitives over the env (every control step recorded, with
+    the hand distance and tool speed series) and the skills in order (:meth:`run`)."""
 
-    def act(q: np.ndarray, dq: np.ndarray) -> None:
+    def __init__(self, env: Any, spec: EpisodeSpec, template: str, cfg: ExpertConfig) -> None:
+        self.obs, _, self.rec = start_episode(env, spec, template,
+                                              C.ARM_JOINTS + C.GRIPPER_JOINTS)
+        self.env, self.cfg = env, cfg
+        self.core: PillHandoverEnv = env.unwrapped
+        self.b = self.core.backend
+        self.dt = self.b.control_dt
+        self.fault = spec.options.get("fault")
+        self.servo = ArmServo(self.b.model, self.obs[C.OBS_JOINT_POS], seed=spec.seed % (2**31))
+        self.grip = float(S.GRIPPER_MAX_WIDTH)
+        self.series: dict[str, list[float]] = {"t": [], "d": [], "v": []}
+
+    def run(self) -> EpisodeRecord:
+        """pick (pregrasp, descend, grasp, lift) -> the hand (standoff, approach, wait) ->
+        release and retreat; a failed skill ends the sequence."""
+        if self._pick() and self._to_hand():
+            self._release()
+        core = self.core
+        state = core.true_state()
+        success, reason = core.tracker.success(state)
+        achieved = core.tracker.achieved(state)
+        times = np.asarray(self.series["t"])
+        achieved["hand_distance"] = np.round(resample(times, np.asarray(self.series["d"]),
+                                                      SERIES_RATE_HZ), 4).tolist()
+        achieved["tool_speed"] = np.round(resample(times, np.asarray(self.series["v"]),
+                                                   SERIES_RATE_HZ), 4).tolist()
+        return self.rec.finish(success=success, reason=reason, goal=core.goal_dict(),
+                               achieved=achieved)
+
+    # ------------------------------------------------------------------ skills
+    def _pick(self) -> bool:
+        cfg, b = self.cfg, self.b
+        _, width, height = self.core.goal.dims
+        obj, yaw = self.object_pose()
+        tool_yaw = _near_yaw(yaw, self.servo.fk(self.servo.q)[1])
+        rot = tool_rotation(tool_yaw)
+        table_z = obj[2] - height / 2
+        grasp_z = max(obj[2] + height / 2 - 0.012, table_z + 0.023)
+        t0 = b.time
+        ok = self.joint_move(np.array([obj[0], obj[1], grasp_z + cfg.pregrasp_height]), rot)
+        self.skill("move_to", {"target": "pregrasp", "xyz": _r(obj[:2])}, t0, ok)
+        if ok:
+            t0 = b.time
+            ok = self.line(lambda: (np.array([obj[0], obj[1], grasp_z]), rot),
+                           cfg.descend_speed)
+            self.hold(0.2)
+            self.skill("descend", {"z": round(grasp_z, 4)}, t0, ok)
+        if ok:
+            t0 = b.time
+            # squeeze through the finger position actuators: ~2000 N/m x 5 mm per finger
+            self.gripper_to(max(0.0, width - cfg.squeeze), 0.5)
+            self.hold(0.3)
+            ok = "grasp" in self.core.tracker.reached_names
+            self.skill("grasp", {"width": round(width, 4)}, t0, ok)
+        if ok:
+            t0 = b.time
+            # straight up to the standoff height: the transfer then stays clear of the hand
+            hand0 = np.asarray(self.obs[OBS_HAND])
+            top = np.array([obj[0], obj[1], max(grasp_z + cfg.lift_height,
+                                                hand0[2] + cfg.standoff)])
+            ok = self.line(lambda: (top, rot), cfg.lift_speed)
+            self.skill("lift", {"height": cfg.lift_height}, t0, ok)
+        return ok
+
+    def _to_hand(self) -> bool:
+        cfg, b, servo = self.cfg, self.b, self.servo
+        # object offset in the tool frame, measured now that it is held
+        _, rot_t = servo.fk(servo.q)
+        tool_now = b.tool_pose()
+        rot_now = quat_to_mat(tool_now[3:7])
+        offset = rot_now.T @ (self.object_pose()[0] - tool_now[:3])
+        hand = np.asarray(self.obs[OBS_HAND])
+        hand_yaw = _near_yaw(2 * math.atan2(hand[6], hand[3]), rot_t)
+        hand_rot = tool_rotation(hand_yaw)
+        # come down into the open hand from above: the pads sit on the hand's x axis
+        standoff = hand[:3] + np.array([0.0, 0.0, cfg.standoff])
+        t0 = b.time
+        ok = self.joint_move(standoff - hand_rot @ offset, hand_rot)
+        self.skill("move_to", {"target": "hand_standoff", "xyz": _r(standoff)}, t0, ok)
+
+        def at_hand() -> tuple[np.ndarray, np.ndarray]:
+            h = np.asarray(self.obs[OBS_HAND])
+            return h[:3] - hand_rot @ offset, hand_rot
+
+        if ok:
+            t0 = b.time
+            speed = 0.25 if self.fault == "fast_approach" else cfg.approach_speed
+            ok = self.line(at_hand, speed, tol=0.003, timeout=20.0)
+            self.skill("approach_hand", {"speed": speed}, t0, ok)
+        if ok:
+            t0 = b.time
+            if self.fault == "early_release":
+                ok = True
+            else:
+                ok = self.line(at_hand, cfg.approach_speed, timeout=cfg.wait_timeout_s,
+                               until=lambda: float(np.asarray(self.obs[OBS_HAND])[7]) >= 1.0)
+                self.hold(0.3)
+            self.skill("wait_for_hand", {"timeout_s": cfg.wait_timeout_s}, t0, ok)
+        return ok
+
+    def _release(self) -> None:
+        cfg, b, servo = self.cfg, self.b, self.servo
+        width = self.core.goal.dims[1]
+        t0 = b.time
+        self.gripper_to(min(S.GRIPPER_MAX_WIDTH - 0.006, width + 0.016), 0.4)
+        self.hold(0.3)
+        self.skill("release", {"width": round(self.grip, 4)}, t0)
+        t0 = b.time
+        pos_t, rot_t = servo.fk(servo.q)
+        back = pos_t + np.array([0.0, 0.0, cfg.retreat_distance])
+        ok = self.line(lambda: (back, rot_t), cfg.retreat_speed)
+        self.skill("retreat", {"distance": cfg.retreat_distance}, t0, ok)
+        self.hold(cfg.settle_s)
+
+    def skill(self, name: str, args: dict[str, Any], start: float,
+              ok: bool | None = None) -> None:
+        """Record a skill call from ``start`` to now (with its outcome when ``ok`` is given)."""
+        outcome = {} if ok is None else {"outcome": C.SKILL_OK if ok else C.SKILL_FAILED}
+        self.rec.skill(name, args, start=start, end=self.b.time, **outcome)
+
+    # ------------------------------------------------------------------ motion primitives
+    def act(self, q: np.ndarray, dq: np.ndarray) -> None:
+        """One control step with joint target ``q``, velocity ``dq`` and the gripper width."""
+        b, rec = self.b, self.rec
         action = {C.ACT_JOINT_TARGET: q, C.ACT_JOINT_VEL: dq,
-                  C.ACT_GRIPPER: np.array([st["grip"]])}
-        prev = st["obs"]
-        o, _, _, _, inf = env.step(action)
+                  C.ACT_GRIPPER: np.array([self.grip])}
+        prev = self.obs
+        o, _, _, _, inf = self.env.step(action)
         _, qj, dqj, tau = b.joint_state()
         rec.step(b.time, obs=prev, action=action, joint_position=qj, joint_velocity=dqj,
                  joint_effort=tau, contact_force=float(inf.get("contact_force", 0.0)),
@@ -532,35 +647,35 @@ def _run_expert(env: Any, spec: EpisodeSpec, template: str, cfg: ExpertConfig
                  energy=float(b.data.energy.sum()))
         for name in inf.get("new_stages", []):
             rec.stage(name, b.time)
-        st["obs"] = o
-        st["steps"] += 1
-        series["t"].append(b.time)
-        series["d"].append(float(inf["hand_distance"]))
-        series["v"].append(float(inf["tool_speed"]))
+        self.obs = o
+        self.series["t"].append(b.time)
+        self.series["d"].append(float(inf["hand_distance"]))
+        self.series["v"].append(float(inf["tool_speed"]))
 
-    def hold(seconds: float) -> None:
-        for _ in range(int(round(seconds / dt))):
-            act(servo.q.copy(), np.zeros(7))
+    def hold(self, seconds: float) -> None:
+        for _ in range(int(round(seconds / self.dt))):
+            self.act(self.servo.q.copy(), np.zeros(7))
 
-    def gripper_to(target: float, seconds: float) -> None:
+    def gripper_to(self, target: float, seconds: float) -> None:
         """Ramp the commanded width (finger speed well under the 0.2 m/s limit)."""
-        start = st["grip"]
-        n = max(1, int(round(seconds / dt)))
+        start = self.grip
+        n = max(1, int(round(seconds / self.dt)))
         for i in range(1, n + 1):
-            st["grip"] = start + (target - start) * i / n
-            act(servo.q.copy(), np.zeros(7))
+            self.grip = start + (target - start) * i / n
+            self.act(self.servo.q.copy(), np.zeros(7))
 
-    def joint_move(pos: np.ndarray, rot: np.ndarray) -> bool:
-        goal = servo.solve(pos, rot)
+    def joint_move(self, pos: np.ndarray, rot: np.ndarray) -> bool:
+        goal = self.servo.solve(pos, rot)
         if goal is None:
             return False
-        for q, dq in servo.joint_profile(goal, dt):
-            act(q, dq)
+        for q, dq in self.servo.joint_profile(goal, self.dt):
+            self.act(q, dq)
         return True
 
-    def line(target_fn: Any, speed: float, tol: float = 0.002, timeout: float = 15.0,
+    def line(self, target_fn: Any, speed: float, tol: float = 0.002, timeout: float = 15.0,
              until: Any = None) -> bool:
         """Servo the tool toward target_fn() -> (pos, rot) at <= speed until within tol."""
+        b, servo, dt = self.b, self.servo, self.dt
         t_end = b.time + timeout
         cmd_pos = servo.fk(servo.q)[0]
         while b.time < t_end:
@@ -575,104 +690,13 @@ def _run_expert(env: Any, spec: EpisodeSpec, template: str, cfg: ExpertConfig
             direction = err / dist if dist > 1e-9 else np.zeros(3)
             cmd_pos = cmd_pos + direction * step
             q, dq = servo.servo(cmd_pos, rot_d, direction * step / dt, dt)
-            act(q, dq)
+            self.act(q, dq)
         return False
 
-    def object_pose() -> tuple[np.ndarray, float]:
-        pose = np.asarray(st["obs"][C.OBS_OBJECT_POSES])[0]
+    def object_pose(self) -> tuple[np.ndarray, float]:
+        pose = np.asarray(self.obs[C.OBS_OBJECT_POSES])[0]
         w, x, y, z = pose[3:7]
         return pose[:3].copy(), math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-
-    # --- reach: above the object, then straight down
-    obj, yaw = object_pose()
-    tool_yaw = _near_yaw(yaw, servo.fk(servo.q)[1])
-    rot = tool_rotation(tool_yaw)
-    table_z = obj[2] - height / 2
-    grasp_z = max(obj[2] + height / 2 - 0.012, table_z + 0.023)
-    t0 = b.time
-    ok = joint_move(np.array([obj[0], obj[1], grasp_z + cfg.pregrasp_height]), rot)
-    rec.skill("move_to", {"target": "pregrasp", "xyz": _r(obj[:2])}, start=t0, end=b.time,
-              outcome=C.SKILL_OK if ok else C.SKILL_FAILED)
-    if ok:
-        t0 = b.time
-        ok = line(lambda: (np.array([obj[0], obj[1], grasp_z]), rot), cfg.descend_speed)
-        hold(0.2)
-        rec.skill("descend", {"z": round(grasp_z, 4)}, start=t0, end=b.time,
-                  outcome=C.SKILL_OK if ok else C.SKILL_FAILED)
-    if ok:
-        t0 = b.time
-        # squeeze through the finger position actuators: ~2000 N/m x 5 mm per finger
-        gripper_to(max(0.0, width - cfg.squeeze), 0.5)
-        hold(0.3)
-        ok = "grasp" in core.tracker.reached_names
-        rec.skill("grasp", {"width": round(width, 4)}, start=t0, end=b.time,
-                  outcome=C.SKILL_OK if ok else C.SKILL_FAILED)
-    if ok:
-        t0 = b.time
-        # straight up to the standoff height: the transfer then stays clear of the hand
-        hand0 = np.asarray(st["obs"][OBS_HAND])
-        top = np.array([obj[0], obj[1], max(grasp_z + cfg.lift_height,
-                                            hand0[2] + cfg.standoff)])
-        ok = line(lambda: (top, rot), cfg.lift_speed)
-        rec.skill("lift", {"height": cfg.lift_height}, start=t0, end=b.time,
-                  outcome=C.SKILL_OK if ok else C.SKILL_FAILED)
-    if ok:
-        # object offset in the tool frame, measured now that it is held
-        pos_t, rot_t = servo.fk(servo.q)
-        tool_now = b.tool_pose()
-        rot_now = quat_to_mat(tool_now[3:7])
-        offset = rot_now.T @ (object_pose()[0] - tool_now[:3])
-        hand = np.asarray(st["obs"][OBS_HAND])
-        hand_yaw = _near_yaw(2 * math.atan2(hand[6], hand[3]), rot_t)
-        hand_rot = tool_rotation(hand_yaw)
-        # come down into the open hand from above: the pads sit on the hand's x axis
-        standoff = hand[:3] + np.array([0.0, 0.0, cfg.standoff])
-        t0 = b.time
-        ok = joint_move(standoff - hand_rot @ offset, hand_rot)
-        rec.skill("move_to", {"target": "hand_standoff", "xyz": _r(standoff)}, start=t0,
-                  end=b.time, outcome=C.SKILL_OK if ok else C.SKILL_FAILED)
-
-        def at_hand() -> tuple[np.ndarray, np.ndarray]:
-            h = np.asarray(st["obs"][OBS_HAND])
-            return h[:3] - hand_rot @ offset, hand_rot
-
-    if ok:
-        t0 = b.time
-        speed = 0.25 if fault == "fast_approach" else cfg.approach_speed
-        ok = line(at_hand, speed, tol=0.003, timeout=20.0)
-        rec.skill("approach_hand", {"speed": speed}, start=t0, end=b.time,
-                  outcome=C.SKILL_OK if ok else C.SKILL_FAILED)
-    if ok:
-        t0 = b.time
-        if fault == "early_release":
-            ok = True
-        else:
-            ok = line(at_hand, cfg.approach_speed, timeout=cfg.wait_timeout_s,
-                      until=lambda: float(np.asarray(st["obs"][OBS_HAND])[7]) >= 1.0)
-            hold(0.3)
-        rec.skill("wait_for_hand", {"timeout_s": cfg.wait_timeout_s}, start=t0, end=b.time,
-                  outcome=C.SKILL_OK if ok else C.SKILL_FAILED)
-    if ok:
-        t0 = b.time
-        gripper_to(min(S.GRIPPER_MAX_WIDTH - 0.006, width + 0.016), 0.4)
-        hold(0.3)
-        rec.skill("release", {"width": round(st["grip"], 4)}, start=t0, end=b.time)
-        t0 = b.time
-        pos_t, rot_t = servo.fk(servo.q)
-        back = pos_t + np.array([0.0, 0.0, cfg.retreat_distance])
-        ok = line(lambda: (back, rot_t), cfg.retreat_speed)
-        rec.skill("retreat", {"distance": cfg.retreat_distance}, start=t0, end=b.time,
-                  outcome=C.SKILL_OK if ok else C.SKILL_FAILED)
-        hold(cfg.settle_s)
-    state = core.true_state()
-    success, reason = core.tracker.success(state)
-    achieved = core.tracker.achieved(state)
-    times = np.asarray(series["t"])
-    achieved["hand_distance"] = np.round(resample(times, np.asarray(series["d"]),
-                                                  SERIES_RATE_HZ), 4).tolist()
-    achieved["tool_speed"] = np.round(resample(times, np.asarray(series["v"]),
-                                               SERIES_RATE_HZ), 4).tolist()
-    return rec.finish(success=success, reason=reason, goal=core.goal_dict(), achieved=achieved)
 
 
 def _near_yaw(yaw: float, rot: np.ndarray) -> float:
