@@ -31,8 +31,8 @@ pytest.importorskip("mujoco")
 from clawgym_ros import constants as C  # noqa: E402
 from clawgym_ros.artifacts import ArtifactStore  # noqa: E402
 from clawgym_ros.cli import main  # noqa: E402
+from clawgym_ros.evaluation.rollout_check import run_episodes, success_rate  # noqa: E402
 from clawgym_ros.training.checkpoint import load_policy  # noqa: E402
-from clawgym_ros.training.rollout_check import run_episodes, success_rate  # noqa: E402
 
 #: Demonstrations synthesized for training, per synthesis run (run seeds below).
 EPISODES = 1000

@@ -85,9 +85,9 @@ def test_zero_residual_acts_exactly_like_the_bc_policy(bc_run):
 
 
 def test_finetune_commits_a_traceable_checkpoint_that_evaluates(bc_run, capsys):
+    from clawgym_ros.evaluation.rollout_check import run_episodes
     from clawgym_ros.tasks.pick_place import PickPlaceEnv
     from clawgym_ros.training.checkpoint import load_policy
-    from clawgym_ros.training.rollout_check import run_episodes
 
     root, base_id = bc_run
     code, out, err = _finetune(capsys, root, base_id)

@@ -121,7 +121,7 @@ def _success(act: Any, episodes: int, max_steps: int) -> dict[str, Any]:
     import gymnasium as gym
 
     from clawgym_ros import constants as C
-    from clawgym_ros.training.rollout_check import EpisodeOutcome, success_rate
+    from clawgym_ros.evaluation.rollout_check import EpisodeOutcome, success_rate
 
     env = gym.make(C.ENV_PICK_PLACE, max_episode_steps=max_steps)
     outcomes = []
@@ -152,9 +152,9 @@ def bench_finetune(quick: bool, seed: int, checkpoint: str = "",
 
     from clawgym_ros import constants as C
     from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.evaluation.rollout_check import DEFAULT_MAX_STEPS, run_episodes, success_rate
     from clawgym_ros.training.checkpoint import load_policy
     from clawgym_ros.training.rl import FinetuneConfig, finetune, silent_logger
-    from clawgym_ros.training.rollout_check import DEFAULT_MAX_STEPS, run_episodes, success_rate
 
     budget, episodes = FINETUNE_QUICK if quick else FINETUNE_FULL
     max_steps = 100 if quick else DEFAULT_MAX_STEPS

@@ -3,17 +3,18 @@
 The trainer's acceptance ("a policy trained by ``clawgym train`` succeeds in >= 80% of nominal
 pick_place episodes on held-out seeds") needs only: a task env, a Policy, seeds, and the env's
 own success flag (``info["success"]``, from the task's stage tracker over the true state). The
-full evaluation (perturbation suites, reports, workers) lives in :mod:`clawgym_ros.evaluation`.
+full evaluation (perturbation suites, reports, workers) is :mod:`.rollout` and
+:mod:`clawgym_ros.orchestration.evaluation`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from clawgym_ros.evaluation.protocol import Policy
+from clawgym_ros.evaluation.stats import wilson
 
 #: Control steps allowed per pick_place episode (expert episodes take ~350-400 steps).
 DEFAULT_MAX_STEPS = 800
@@ -28,17 +29,6 @@ class EpisodeOutcome:
     success: bool
     stages: tuple[str, ...]
     steps: int
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval of a success rate (95% by default)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def run_episodes(policy: Policy, seeds: Iterable[int], *, env: Any = None,
@@ -78,7 +68,8 @@ def run_episodes(policy: Policy, seeds: Iterable[int], *, env: Any = None,
 
 
 def success_rate(outcomes: Sequence[EpisodeOutcome]) -> tuple[float, tuple[float, float]]:
-    """Share of successful episodes and its Wilson 95% interval."""
-    n = len(outcomes)
-    k = sum(o.success for o in outcomes)
-    return (k / n if n else 0.0), wilson_interval(k, n)
+    """Share of successful episodes and its Wilson 95% interval (0 and (0, 1) for none)."""
+    est = wilson(sum(o.success for o in outcomes), len(outcomes))
+    if est.n == 0:
+        return 0.0, (0.0, 1.0)
+    return est.value, (est.low, est.high)
