@@ -72,7 +72,8 @@ def synthesize(request: SynthRequest, progress: ProgressCallback | None = None,
     """Run a synthesis and commit the dataset.
 
     Raises:
-        ConfigError: unknown task or template, bad mixture.
+        ConfigError: unknown task or template, a held-out template (never synthesized), a
+            procedural template outside its family's declared ranges, bad mixture.
     """
     from clawgym_ros.dataset.writer import synthesize_dataset
 
@@ -80,8 +81,7 @@ def synthesize(request: SynthRequest, progress: ProgressCallback | None = None,
     assert mixture is not None
     for i, cell in enumerate(mixture.cells):
         task = get_task(cell.task)
-        if cell.template:
-            task.template(cell.template)
+        task.synthesis_template(cell.template, f"mixture[{i}].template")   # never held out
         if cell.family == C.FAMILY_DISTURBANCE:     # the task must support the event
             from clawgym_ros.perturbations.disturbance import DisturbanceConfig, check_event
 

@@ -181,6 +181,8 @@ class Task:
     goal_tolerance: ClassVar[float] = 0.01
     max_contact_force: ClassVar[float] = 200.0
     arm_expert: ClassVar[bool] = False
+    #: Procedural template families (:mod:`clawgym_ros.tasks.families`): ``proc:`` names.
+    template_families: ClassVar[tuple[Any, ...]] = ()
 
     # ------------------------------------------------------------------ templates
     @property
@@ -194,16 +196,54 @@ class Task:
         return tuple(t.name for t in self.templates if t.split == C.SPLIT_HELD_OUT)
 
     def template(self, name: str) -> Template:
-        """The template called ``name``.
+        """The template called ``name``: a declared one, or a concrete procedural one
+        (``proc:<family>:<param>=<value>,...``, rebuilt from its name).
 
         Raises:
-            ConfigError: unknown template (the message lists the known ones).
+            ConfigError: unknown template (the message lists the known ones), a procedural
+                name with a parameter outside its declared range, or a family reference
+                (``proc:<family>@<width>``: :meth:`resolve_template` samples it).
         """
         for t in self.templates:
             if t.name == name:
                 return t
+        from clawgym_ros.tasks import families as F
+
+        if F.is_procedural(name):
+            family = F.family_of(self, name, f"{self.name}.template")
+            if not F.split_ref(name)[2]:
+                raise ConfigError(f"{self.name}.template", name, "a concrete template (a "
+                                  "family reference is sampled per episode by synthesis)")
+            return family.parse(self, name)
+        procs = [f.ref() + "@<width>" for f in self.template_families]
         raise ConfigError(f"{self.name}.template", name,
-                          "one of " + ", ".join(t.name for t in self.templates))
+                          "one of " + ", ".join([t.name for t in self.templates] + procs))
+
+    def synthesis_template(self, name: str, field: str = "template") -> str:
+        """Check that synthesis may generate ``name``: empty (a training template), a
+        training template, a concrete procedural one or a family reference
+        (``proc:<family>`` / ``proc:<family>@<width>``). Returns ``name``.
+
+        Raises:
+            ConfigError: naming ``field``: an unknown template, a held-out one (held-out
+                templates are never synthesized), a procedural one outside its family's
+                declared ranges or within its declared distance of a held-out template.
+        """
+        from clawgym_ros.tasks import families as F
+
+        try:
+            if F.is_procedural(name) and not F.split_ref(name)[2]:
+                F.family_of(self, name, field)
+                return name
+            if name and self.template(name).split != C.SPLIT_TRAIN:
+                raise ConfigError(field, name, "a training template or a template family of "
+                                  f"{self.name} (held-out templates are never synthesized: "
+                                  "generalization is measured on templates no data shows)")
+        except ConfigError as err:
+            where = field if err.field in (field, f"{self.name}.template") else \
+                f"{field} ({err.field})"
+            raise ConfigError(where, err.value, err.allowed) from None
+        return name
 
     def choose_template(self, rng: np.random.Generator) -> Template:
         """A training template drawn from ``rng`` (for an empty ``spec.template``)."""
@@ -211,7 +251,16 @@ class Task:
         return self.template(names[int(rng.integers(len(names)))])
 
     def resolve_template(self, name: str, rng: np.random.Generator) -> Template:
-        """``name``'s template, or a training template from ``rng`` when ``name`` is empty."""
+        """``name``'s template, a training template from ``rng`` when ``name`` is empty, or
+        a template of a family reference ``proc:<family>@<width>`` sampled with a seed drawn
+        from ``rng`` (``proc:<family>`` alone: width 0, the training templates' values)."""
+        from clawgym_ros.tasks import families as F
+
+        if F.is_procedural(name):
+            fam, width, values = F.split_ref(name)
+            if not values:
+                family = F.family_of(self, name, f"{self.name}.template")
+                return family.sample(self, width or 0.0, int(rng.integers(2**63 - 1)))
         return self.template(name) if name else self.choose_template(rng)
 
     def template_stages(self, template: Template) -> tuple[str, ...]:
@@ -270,7 +319,9 @@ class Task:
                 "stages": list(self.stages), "skills": list(self.skills),
                 "grammar": self.grammar,
                 "templates": {C.SPLIT_TRAIN: list(self.training_templates),
-                              C.SPLIT_HELD_OUT: list(self.held_out_templates)}}
+                              C.SPLIT_HELD_OUT: list(self.held_out_templates)},
+                **({"template_families": [f.describe_family() for f in self.template_families]}
+                   if self.template_families else {})}
 
 
 @functools.lru_cache(maxsize=4)

@@ -53,6 +53,8 @@ GRIPPER_RATE = 0.2
 _QV, _QA = 1.875, 5.7735
 
 _WORLDS: dict[tuple[str, str], tuple[TaskEnv, OmplPlanner]] = {}
+#: Worlds of procedural templates (``proc:...``) kept per process (the oldest are closed).
+_MAX_PROC_WORLDS = 4
 
 
 class ExpertError(Exception):
@@ -63,6 +65,9 @@ def world(env_cls: type[TaskEnv], template: str) -> tuple[TaskEnv, OmplPlanner]:
     """The cached (env, planner) of a task env class and template in this process."""
     key = (f"{env_cls.__module__}.{env_cls.__qualname__}", template)
     if key not in _WORLDS:
+        procs = [k for k in _WORLDS if k[1].startswith("proc:")]
+        for old in procs[:max(0, len(procs) - _MAX_PROC_WORLDS + 1)]:
+            _WORLDS.pop(old)[0].close()     # procedural templates rarely repeat: bound them
         env = env_cls(template=template)
         planner = OmplPlanner(env.backend.model, OmplPlannerConfig(simplify_time=0.02,
                                                                    default_time_limit=2.0))

@@ -24,6 +24,7 @@ from clawgym_ros.tasks.expert import (
     run_expert,
     top_down_quat,
 )
+from clawgym_ros.tasks.families import TemplateFamily, TemplateParam
 from clawgym_ros.tasks.world import TaskEnv
 
 ENV_ID = C.ENV_PICK_PLACE
@@ -55,10 +56,75 @@ SHAPES: dict[str, tuple[str, tuple[float, ...], float]] = {
 TORUS_SEGMENTS = 10
 
 
+def shape_spec(key: Any) -> tuple[str, tuple[float, ...], float]:
+    """(shape, size, mass) of a template's object: a :data:`SHAPES` key, or an inline
+    ``[shape, size, mass]`` (procedural templates, :data:`OBJECT_FAMILY`)."""
+    if isinstance(key, str):
+        return SHAPES[key]
+    shape, size, mass = key
+    return str(shape), tuple(float(v) for v in size), float(mass)
+
+
 def _template(name: str, split: str, obj: str, second: str = "distractor",
               bins: tuple = DEFAULT_BINS, placements: int = 1, description: str = "") -> Template:
     return Template(name, split, {"object": obj, "second": second, "bins": [list(b) for b in bins],
                                   "placements": placements}, description)
+
+
+BIN_LAYOUTS = {"opposite": DEFAULT_BINS, "side": SIDE_BINS}
+
+
+def describe_template(template: Template) -> dict[str, Any]:
+    """The :data:`OBJECT_FAMILY` parameter values of a pick_place template (a torus: its
+    ring's outer diameter and tube thickness; unlisted bin layouts: ``other``)."""
+    prm = template.params
+    if "values" in prm:
+        return dict(prm["values"])
+    shape, size, mass = shape_spec(prm["object"])
+    if shape == "box":
+        sx, sy, sz = size
+    elif shape == "cylinder":
+        sx = sy = 2 * size[0]
+        sz = size[1]
+    else:
+        sx = sy = 2 * (size[0] + size[1])
+        sz = 2 * size[1]
+    bins = [tuple(b) for b in prm["bins"]]
+    layout = next((k for k, v in BIN_LAYOUTS.items() if [tuple(b) for b in v] == bins), "other")
+    return {"shape": shape, "sx": sx, "sy": sy, "sz": sz, "mass": mass,
+            "mu": float(prm.get("friction", 1.0)), "bins": layout, "bin_dx": 0.0,
+            "placements": str(int(prm.get("placements", 1)))}
+
+
+def build_template(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``Template.params`` of a procedural pick_place template (the object inline)."""
+    if values["shape"] == "box":
+        size = [values["sx"], values["sy"], values["sz"]]
+    else:
+        size = [values["sx"] / 2, values["sz"]]
+    dx = float(values["bin_dx"])
+    return {"object": [values["shape"], size, values["mass"]], "second": "distractor",
+            "bins": [[round(x + dx, 6), y] for x, y in BIN_LAYOUTS[values["bins"]]],
+            "placements": int(values["placements"]), "friction": values["mu"]}
+
+
+#: The procedural object family (``proc:objects``): the training shapes (box, cylinder) with
+#: their size (``sx``: box x extent or cylinder diameter, ``sy``: box y extent, unused by a
+#: cylinder, ``sz``: height), mass, friction ``mu``, the bin layout and a shift of both bins
+#: along x; one placement (the held-out ``stack`` has two, ``torus`` another shape).
+OBJECT_FAMILY = TemplateFamily(
+    name="objects",
+    params=(TemplateParam("shape", choices=("box", "cylinder")),
+            TemplateParam("sx", 0.025, 0.06, 0.001, unit="m"),
+            TemplateParam("sy", 0.025, 0.06, 0.001, unit="m"),
+            TemplateParam("sz", 0.03, 0.08, 0.001, unit="m"),
+            TemplateParam("mass", 0.03, 0.2, 0.005, unit="kg"),
+            TemplateParam("mu", 0.5, 1.5, 0.05),
+            TemplateParam("bins", choices=tuple(BIN_LAYOUTS)),
+            TemplateParam("bin_dx", -0.03, 0.03, 0.005, unit="m"),
+            TemplateParam("placements", choices=("1",))),
+    describe=describe_template, build=build_template, min_distance=0.15,
+    description="object shape (box, cylinder), size, mass, friction; bin layout and shift")
 
 
 class PickPlace(Task):
@@ -104,6 +170,7 @@ class PickPlace(Task):
         _template("stack", C.SPLIT_HELD_OUT, "cube_small", second="cube_small", placements=2,
                   description="composed: place a cube in the bin, then a second one on it"),
     )
+    template_families = (OBJECT_FAMILY,)
     expert = "clawgym_ros.tasks.pick_place:generate"
     #: Mid-episode disturbances it supports (``disturbance`` family): event -> trigger stage.
     disturbances = {"object_drop": "lift", "object_displace": "grasp", "goal_move": "lift",
@@ -292,22 +359,22 @@ class PickPlaceTracker(StageTracker):
 # Env
 # ---------------------------------------------------------------------------------------------
 
-def _shape(name: str, key: str, x: float, y: float) -> S.Shape:
-    shape, size, mass = SHAPES[key]
+def _shape(name: str, key: Any, x: float, y: float, friction: float = 1.0) -> S.Shape:
+    shape, size, mass = shape_spec(key)
     if shape == "torus":
         ring, tube = size
         return S.Shape(name=name, shape="cylinder", size=(ring + tube, 2 * tube),
-                       pos=(x, y, TABLE_Z + tube), mass=mass, friction=1.0,
+                       pos=(x, y, TABLE_Z + tube), mass=mass, friction=friction,
                        rgba=(0.9, 0.6, 0.1, 1.0))
     half = size[2] / 2 if shape == "box" else size[1] / 2
     rgba = (0.85, 0.15, 0.15, 1.0) if name == OBJECTS[0] else (0.15, 0.3, 0.85, 1.0)
     return S.Shape(name=name, shape=shape, size=size, pos=(x, y, TABLE_Z + half), mass=mass,
-                   friction=1.0, rgba=rgba)
+                   friction=friction, rgba=rgba)
 
 
 def geometry(key: str) -> tuple[float, float, float]:
     """(half height, footprint radius, grasp width) of a shape key."""
-    shape, size, _ = SHAPES[key]
+    shape, size, _ = shape_spec(key)
     if shape == "box":
         return size[2] / 2, math.hypot(size[0], size[1]) / 2, min(size[0], size[1])
     if shape == "cylinder":
@@ -332,7 +399,7 @@ class PickPlaceEnv(TaskEnv):
                            height=BIN_HEIGHT, wall=BIN_WALL,
                            rgba=(0.2, 0.45, 0.25, 1.0) if i == 0 else (0.25, 0.3, 0.55, 1.0))
                      for i, (x, y) in enumerate(prm["bins"]))
-        objects = (_shape(OBJECTS[0], prm["object"], 0.45, -0.08),
+        objects = (_shape(OBJECTS[0], prm["object"], 0.45, -0.08, prm.get("friction", 1.0)),
                    _shape(OBJECTS[1], prm["second"], 0.55, 0.08))
         return dataclasses.replace(base, bins=bins, objects=objects)
 
@@ -342,12 +409,12 @@ class PickPlaceEnv(TaskEnv):
         capsule = spec_enum("geom", "capsule")
         for i, name in enumerate(OBJECTS):
             key = template.params["object" if i == 0 else "second"]
-            if SHAPES[key][0] != "torus":
+            if shape_spec(key)[0] != "torus":
                 continue
-            ring, tube = SHAPES[key][1]
+            ring, tube = shape_spec(key)[1]
             body = spec.body(name)
             old = body.geoms[0]
-            rgba, friction, mass = list(old.rgba), list(old.friction), SHAPES[key][2]
+            rgba, friction, mass = list(old.rgba), list(old.friction), shape_spec(key)[2]
             spec.delete(old)
             half = ring * math.tan(math.pi / TORUS_SEGMENTS) + 0.002
             for k in range(TORUS_SEGMENTS):
@@ -506,7 +573,7 @@ def _object_yaw(quat: np.ndarray) -> float:
 
 def grasp_plan(key: str, pose: np.ndarray) -> tuple[np.ndarray, float]:
     """Grasp point (x, y, z of the tool) and gripper yaw for an object of shape ``key``."""
-    shape, size, _ = SHAPES[key]
+    shape, size, _ = shape_spec(key)
     hh = geometry(key)[0]
     yaw_obj = _object_yaw(pose[3:])
     point = pose[:3].copy()

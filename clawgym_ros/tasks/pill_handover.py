@@ -24,6 +24,7 @@ from clawgym_ros.sim.world import MujocoPhysics, mat_to_quat, name_index, quat_t
 from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeSpec
 from clawgym_ros.tasks.base import StageTracker, Task, Template
 from clawgym_ros.tasks.episode_tools import resample, spec_env, start_episode
+from clawgym_ros.tasks.families import TemplateFamily, TemplateParam
 from clawgym_ros.tasks.human_hand import (
     FINGER_BODIES,
     HAND_BODY,
@@ -65,6 +66,36 @@ TEMPLATES: tuple[Template, ...] = (
                                                "mass": 0.04}, "held out: upright bottle"),
 )
 
+
+
+def describe_container(template: Template) -> dict[str, Any]:
+    """The :data:`CONTAINER_FAMILY` parameter values of a pill_handover template (a bottle:
+    its diameter twice, then its height)."""
+    p = template.params
+    if "values" in p:
+        return dict(p["values"])
+    sx, sy, sz = object_dims(template)
+    return {"shape": p["shape"], "sx": sx, "sy": sy, "sz": sz, "mass": float(p["mass"])}
+
+
+def build_container(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``Template.params`` of a procedural pill container."""
+    return {"shape": values["shape"], "size": [values["sx"], values["sy"], values["sz"]],
+            "mass": values["mass"]}
+
+
+#: The procedural container family (``proc:containers``): pill boxes of any size and mass
+#: within the ranges (``sx`` along the hand's pad axis, ``sy`` across the gripper, ``sz``
+#: height); the held-out bottle is another shape.
+CONTAINER_FAMILY = TemplateFamily(
+    name="containers",
+    params=(TemplateParam("shape", choices=("box",)),
+            TemplateParam("sx", 0.05, 0.09, 0.001, unit="m"),
+            TemplateParam("sy", 0.028, 0.05, 0.001, unit="m"),
+            TemplateParam("sz", 0.02, 0.035, 0.001, unit="m"),
+            TemplateParam("mass", 0.02, 0.07, 0.005, unit="kg")),
+    describe=describe_container, build=build_container, min_distance=0.15,
+    description="pill box size (along the pads, across the gripper, height) and mass")
 
 def object_dims(template: Template) -> tuple[float, float, float]:
     """(extent along the pad axis, width across the gripper, height) of the object, m."""
@@ -123,6 +154,7 @@ class PillHandover(Task):
     skills = SKILLS
     grammar = GRAMMAR
     templates = TEMPLATES
+    template_families = (CONTAINER_FAMILY,)
     expert = "clawgym_ros.tasks.pill_handover:generate"
     max_contact_force = 150.0
 
