@@ -433,7 +433,7 @@ def check_loop_inputs(cfg: LoopConfig, source: str | None = None) -> None:
     for i, cell in enumerate(cfg.mixture):
         if cell["template"]:
             try:
-                get_task(cell["task"]).template(cell["template"])
+                get_task(cell["task"]).synthesis_template(cell["template"])  # not held out
             except ConfigError as err:
                 raise ConfigError(f"mixture[{i}].template", err.value, err.allowed,
                                   source) from None
