@@ -432,6 +432,38 @@ def train(
         ConfigError: group weights naming unknown groups, all-zero weights, bad frozen groups.
         CheckpointError: the init checkpoint is tampered or does not fit the table.
     """
+    run = _setup(table, cfg, store, dataset_ids, init_checkpoint, tensorboard)
+    with deterministic(run.cfg.num_threads):
+        trainer = _Trainer(table, run, resume)
+        cancelled, samples_per_s = trainer.loop(should_stop, on_progress)
+    return _publish(store, run, trainer, cancelled, samples_per_s)
+
+
+@dataclasses.dataclass
+class _Setup:
+    """What a training run is, decided before any tensor is built: the effective config, the
+    policy spec, the input statistics, the work folder and the checkpoint metadata."""
+
+    cfg: TrainConfig
+    dataset_ids: list[str]
+    group_w: dict[str, float]
+    weight_vec: torch.Tensor
+    obs_spec: dict[str, int]
+    obs_cols: np.ndarray
+    init: Any
+    init_checkpoint: str | None
+    spec: PolicySpec
+    key: str
+    stats: dict[str, Any]
+    work_dir: Path
+    log_dir: Path | None
+    meta: dict[str, Any]
+
+
+def _setup(table: TrainingTable, cfg: TrainConfig, store: ArtifactStore,
+           dataset_ids: Sequence[str] | None, init_checkpoint: str | None,
+           tensorboard: bool) -> _Setup:
+    """Check the group weights, resolve the init checkpoint, build the spec (see :func:`train`)."""
     dataset_ids = list(table.dataset_ids if dataset_ids is None else dataset_ids)
     cfg = dataclasses.replace(cfg)
     group_w = validate_group_weights(cfg.group_weights, allowed=table.group_names)
@@ -472,61 +504,73 @@ def train(
         "stats": {k: np.asarray(v).tolist() for k, v in stats.items()},
         "init_checkpoint": init_checkpoint,
     }
+    return _Setup(cfg, dataset_ids, group_w, weight_vec, obs_spec, obs_cols, init,
+                  init_checkpoint, spec, key, stats, work_dir, log_dir, meta)
 
-    with deterministic(cfg.num_threads):
-        policy = build_policy(spec, stats, seed=cfg.seed)
-        if init is not None:
-            policy.load_state_dict(init.build_model().state_dict())
-        freeze(policy, cfg.frozen_groups)
-        trainable = [p for p in policy.parameters() if p.requires_grad]
-        optim = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        sample_gen = torch.Generator().manual_seed(cfg.seed)
-        noise_gen = torch.Generator().manual_seed(cfg.seed + 1)
-        num_groups = len(table.group_names)
-        loop = _LoopState(num_groups)
 
-        resumed_from = 0
-        if resume:
-            done = [s for s in ckpt.complete_steps(work_dir) if s <= cfg.steps]
-            if done:
-                state = ckpt.read_step(work_dir / str(done[-1]))
-                policy.load_state_dict(state.weights)
-                ckpt.load_optimizer_state(optim, state.tensors, state.state["optimizer"])
-                sample_gen.set_state(state.tensors["rng.sample"])
-                noise_gen.set_state(state.tensors["rng.noise"])
-                loop.load(state.state["loop"], state.tensors)
-                resumed_from = loop.step
+class _Trainer:
+    """The policy, optimizer, generators, sampler and loop state of a run (resumed from the
+    newest step folder of the work folder when there is one) and the step loop."""
 
-        sampler = TableSampler(table, val_fraction=cfg.val_fraction, chunk=spec.chunk,
-                               seed=cfg.seed, resident_budget_mb=cfg.resident_budget_mb,
-                               batch_size=cfg.batch_size, shift=cfg.action_shift,
-                               obs_columns=None if len(obs_cols) == table.obs.shape[1]
-                               else obs_cols)
-        val = None
-        val_batch = sampler.validation(cfg.val_samples, cfg.seed)
+    def __init__(self, table: TrainingTable, run: _Setup, resume: bool) -> None:
+        cfg, spec = run.cfg, run.spec
+        self.table, self.run, self.cfg = table, run, cfg
+        self.policy = build_policy(spec, run.stats, seed=cfg.seed)
+        if run.init is not None:
+            self.policy.load_state_dict(run.init.build_model().state_dict())
+        freeze(self.policy, cfg.frozen_groups)
+        trainable = [p for p in self.policy.parameters() if p.requires_grad]
+        self.optim = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.sample_gen = torch.Generator().manual_seed(cfg.seed)
+        self.noise_gen = torch.Generator().manual_seed(cfg.seed + 1)
+        self.num_groups = len(table.group_names)
+        self.state = _LoopState(self.num_groups)
+        self.resumed_from = 0
+        if resume and self._load_newest_step():
+            self.resumed_from = self.state.step
+        self.sampler = TableSampler(table, val_fraction=cfg.val_fraction, chunk=spec.chunk,
+                                    seed=cfg.seed, resident_budget_mb=cfg.resident_budget_mb,
+                                    batch_size=cfg.batch_size, shift=cfg.action_shift,
+                                    obs_columns=None if len(run.obs_cols) == table.obs.shape[1]
+                                    else run.obs_cols)
+        self.val = None
+        val_batch = self.sampler.validation(cfg.val_samples, cfg.seed)
         if val_batch is not None:
-            val = TensorBatch(*_to_tensors(val_batch, policy))
-        harden = make_hardener(policy, obs_spec, cfg)
+            self.val = TensorBatch(*_to_tensors(val_batch, self.policy))
+        self.harden = make_hardener(self.policy, run.obs_spec, cfg)
+        self.writer = None
 
-        def save(step: int) -> None:
-            tensors, opt_json = ckpt.optimizer_state(optim)
-            tensors.update(loop.tensors())
-            tensors["rng.sample"] = sample_gen.get_state()
-            tensors["rng.noise"] = noise_gen.get_state()
-            ckpt.write_step(work_dir, step, policy=policy, meta=meta, state_tensors=tensors,
-                            state_json={"optimizer": opt_json, "loop": loop.to_json()})
+    def _load_newest_step(self) -> bool:
+        """Load the newest complete step folder (<= cfg.steps); False when there is none."""
+        done = [s for s in ckpt.complete_steps(self.run.work_dir) if s <= self.cfg.steps]
+        if not done:
+            return False
+        state = ckpt.read_step(self.run.work_dir / str(done[-1]))
+        self.policy.load_state_dict(state.weights)
+        ckpt.load_optimizer_state(self.optim, state.tensors, state.state["optimizer"])
+        self.sample_gen.set_state(state.tensors["rng.sample"])
+        self.noise_gen.set_state(state.tensors["rng.noise"])
+        self.state.load(state.state["loop"], state.tensors)
+        return True
 
-        writer = None
-        if log_dir is not None:
+    def save(self, step: int) -> None:
+        """Write step folder ``step``: weights, optimizer, generators, loop state."""
+        tensors, opt_json = ckpt.optimizer_state(self.optim)
+        tensors.update(self.state.tensors())
+        tensors["rng.sample"] = self.sample_gen.get_state()
+        tensors["rng.noise"] = self.noise_gen.get_state()
+        ckpt.write_step(self.run.work_dir, step, policy=self.policy, meta=self.run.meta,
+                        state_tensors=tensors,
+                        state_json={"optimizer": opt_json, "loop": self.state.to_json()})
+
+    def loop(self, should_stop: Callable[[int], bool] | None,
+             on_progress: Callable[[Progress], None] | None) -> tuple[bool, float]:
+        """Steps until cfg.steps, early stop or ``should_stop``: (cancelled, samples/s)."""
+        cfg, loop = self.cfg, self.state
+        if self.run.log_dir is not None:
             from torch.utils.tensorboard import SummaryWriter
 
-            writer = SummaryWriter(log_dir=str(log_dir))
-
-        def report(step: int, train_loss: float, groups: dict[str, float]) -> None:
-            if on_progress is not None:
-                on_progress(Progress(step=step, total_steps=cfg.steps, loss=train_loss,
-                                     val_loss=loop.last_val, group_losses=groups))
-
+            self.writer = SummaryWriter(log_dir=str(self.run.log_dir))
         cancelled = False
         start = time.perf_counter()
         first_step = loop.step
@@ -535,102 +579,125 @@ def train(
                 if should_stop is not None and should_stop(loop.step):
                     cancelled = True
                     break
-                step = loop.step + 1
-                for param_group in optim.param_groups:
-                    param_group["lr"] = lr_at(cfg, step)
-                batch = sampler.sample(cfg.batch_size, sample_gen)
-                if harden is not None:
-                    batch.obs = harden(batch.obs, noise_gen)
-                obs, target, group, image = _to_tensors(batch, policy)
-                if image is not None:
-                    image = policy.augment(image, noise_gen)
-                log_now = step % cfg.log_interval == 0 or step == cfg.steps
-                metrics = update_step(policy, TensorBatch(obs, target, group, image), optim,
-                                      group_weights=weight_vec, grad_clip=cfg.grad_clip,
-                                      compute_grad_norm=log_now)
-                loop.step = step
-                loop.win_loss += metrics["loss"]
-                loop.win_steps += 1
-                loop.win_sums += metrics["group_loss_sum"]
-                loop.win_counts += metrics["group_count"]
-                groups: dict[str, float] = {}
-                train_loss = math.nan
-                if log_now:
-                    train_loss = float(loop.win_loss) / max(loop.win_steps, 1)
-                    groups = _group_means(table.group_names, loop.win_sums, loop.win_counts)
-                    entry = {"step": step, "loss": train_loss, "group_losses": groups,
-                             "lr": optim.param_groups[0]["lr"],
-                             "grad_norm": float(metrics["grad_norm"])}
-                    if metrics["policy_metrics"]:  # the step's own values, not window means
-                        entry["policy_metrics"] = {k: float(v) for k, v in
-                                                   metrics["policy_metrics"].items()}
-                    loop.history.append(entry)
-                    loop.reset_window(num_groups)
-                    if writer is not None:
-                        writer.add_scalar("loss/train", train_loss, step)
-                        writer.add_scalar("lr", entry["lr"], step)
-                        writer.add_scalar("grad_norm", entry["grad_norm"], step)
-                        for name, value in entry.get("policy_metrics", {}).items():
-                            writer.add_scalar(f"policy/{name}", value, step)
-                        for name, value in groups.items():
-                            writer.add_scalar(f"loss_group/{name}", value, step)
-                if val is not None and (step % cfg.val_interval == 0 or step == cfg.steps):
-                    val_loss, sums, counts = evaluate(policy, val, weight_vec)
-                    loop.last_val = val_loss
-                    loop.last_val_groups = _group_means(table.group_names, sums, counts)
-                    if val_loss < loop.best_val - cfg.min_delta:
-                        loop.best_val, loop.bad_evals = val_loss, 0
-                    else:
-                        loop.bad_evals += 1
-                    if cfg.patience and loop.bad_evals >= cfg.patience:
-                        loop.stopped_early = True
-                    if writer is not None:
-                        writer.add_scalar("loss/val", val_loss, step)
-                        for name, value in loop.last_val_groups.items():
-                            writer.add_scalar(f"val_loss_group/{name}", value, step)
-                if log_now or (val is not None and step % cfg.val_interval == 0):
-                    if not groups:
-                        groups = loop.history[-1]["group_losses"] if loop.history else {}
-                        train_loss = loop.history[-1]["loss"] if loop.history else math.nan
-                    report(step, train_loss, groups)
-                if (step % cfg.checkpoint_interval == 0 or step == cfg.steps
-                        or loop.stopped_early):
-                    save(step)
+                self.step(loop.step + 1, on_progress)
             if cancelled and loop.step > first_step:
-                save(loop.step)
+                self.save(loop.step)
         finally:
-            if writer is not None:
-                writer.close()
+            if self.writer is not None:
+                self.writer.close()
         elapsed = time.perf_counter() - start
-        samples_per_s = (loop.step - first_step) * cfg.batch_size / max(elapsed, 1e-9)
+        return cancelled, (loop.step - first_step) * cfg.batch_size / max(elapsed, 1e-9)
 
+    def step(self, step: int, on_progress: Callable[[Progress], None] | None) -> None:
+        """One update, then its log / validation / progress / step folder as they fall due."""
+        cfg, loop, policy, optim = self.cfg, self.state, self.policy, self.optim
+        for param_group in optim.param_groups:
+            param_group["lr"] = lr_at(cfg, step)
+        batch = self.sampler.sample(cfg.batch_size, self.sample_gen)
+        if self.harden is not None:
+            batch.obs = self.harden(batch.obs, self.noise_gen)
+        obs, target, group, image = _to_tensors(batch, policy)
+        if image is not None:
+            image = policy.augment(image, self.noise_gen)
+        log_now = step % cfg.log_interval == 0 or step == cfg.steps
+        metrics = update_step(policy, TensorBatch(obs, target, group, image), optim,
+                              group_weights=self.run.weight_vec, grad_clip=cfg.grad_clip,
+                              compute_grad_norm=log_now)
+        loop.step = step
+        loop.win_loss += metrics["loss"]
+        loop.win_steps += 1
+        loop.win_sums += metrics["group_loss_sum"]
+        loop.win_counts += metrics["group_count"]
+        groups: dict[str, float] = {}
+        train_loss = math.nan
+        if log_now:
+            train_loss, groups = self._log(step, metrics)
+        if self.val is not None and (step % cfg.val_interval == 0 or step == cfg.steps):
+            self._validate(step)
+        if log_now or (self.val is not None and step % cfg.val_interval == 0):
+            if not groups:
+                groups = loop.history[-1]["group_losses"] if loop.history else {}
+                train_loss = loop.history[-1]["loss"] if loop.history else math.nan
+            if on_progress is not None:
+                on_progress(Progress(step=step, total_steps=cfg.steps, loss=train_loss,
+                                     val_loss=loop.last_val, group_losses=groups))
+        if step % cfg.checkpoint_interval == 0 or step == cfg.steps or loop.stopped_early:
+            self.save(step)
+
+    def _log(self, step: int, metrics: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
+        """Close the logging window: a history entry (and TensorBoard scalars)."""
+        loop, writer = self.state, self.writer
+        train_loss = float(loop.win_loss) / max(loop.win_steps, 1)
+        groups = _group_means(self.table.group_names, loop.win_sums, loop.win_counts)
+        entry = {"step": step, "loss": train_loss, "group_losses": groups,
+                 "lr": self.optim.param_groups[0]["lr"],
+                 "grad_norm": float(metrics["grad_norm"])}
+        if metrics["policy_metrics"]:  # the step's own values, not window means
+            entry["policy_metrics"] = {k: float(v) for k, v in
+                                       metrics["policy_metrics"].items()}
+        loop.history.append(entry)
+        loop.reset_window(self.num_groups)
+        if writer is not None:
+            writer.add_scalar("loss/train", train_loss, step)
+            writer.add_scalar("lr", entry["lr"], step)
+            writer.add_scalar("grad_norm", entry["grad_norm"], step)
+            for name, value in entry.get("policy_metrics", {}).items():
+                writer.add_scalar(f"policy/{name}", value, step)
+            for name, value in groups.items():
+                writer.add_scalar(f"loss_group/{name}", value, step)
+        return train_loss, groups
+
+    def _validate(self, step: int) -> None:
+        """Validation loss, early-stopping bookkeeping (and TensorBoard scalars)."""
+        cfg, loop = self.cfg, self.state
+        val_loss, sums, counts = evaluate(self.policy, self.val, self.run.weight_vec)
+        loop.last_val = val_loss
+        loop.last_val_groups = _group_means(self.table.group_names, sums, counts)
+        if val_loss < loop.best_val - cfg.min_delta:
+            loop.best_val, loop.bad_evals = val_loss, 0
+        else:
+            loop.bad_evals += 1
+        if cfg.patience and loop.bad_evals >= cfg.patience:
+            loop.stopped_early = True
+        if self.writer is not None:
+            self.writer.add_scalar("loss/val", val_loss, step)
+            for name, value in loop.last_val_groups.items():
+                self.writer.add_scalar(f"val_loss_group/{name}", value, step)
+
+
+def _publish(store: ArtifactStore, run: _Setup, trainer: _Trainer, cancelled: bool,
+             samples_per_s: float) -> TrainResult:
+    """The run's result; unless cancelled, its last step committed as a checkpoint artifact."""
+    cfg, loop, dataset_ids = run.cfg, trainer.state, run.dataset_ids
     last = loop.history[-1] if loop.history else {"loss": math.nan, "group_losses": {}}
     result = TrainResult(
         checkpoint_id=None, artifact=None, step=loop.step, train_loss=float(last["loss"]),
         val_loss=loop.last_val, group_losses=dict(last["group_losses"]),
-        stopped_early=loop.stopped_early, cancelled=cancelled, resumed_from=resumed_from,
-        samples_per_s=samples_per_s, work_dir=work_dir, log_dir=log_dir)
+        stopped_early=loop.stopped_early, cancelled=cancelled,
+        resumed_from=trainer.resumed_from, samples_per_s=samples_per_s,
+        work_dir=run.work_dir, log_dir=run.log_dir)
     if cancelled:
         return result
-    if loop.step not in ckpt.complete_steps(work_dir):
-        save(loop.step)
+    if loop.step not in ckpt.complete_steps(run.work_dir):
+        trainer.save(loop.step)
     content = {
         "step": loop.step, "steps": cfg.steps, "train_loss": _json_float(result.train_loss),
         "val_loss": _json_float(loop.last_val), "best_val_loss": _json_float(loop.best_val),
         "group_losses": result.group_losses, "val_group_losses": loop.last_val_groups,
-        "stopped_early": loop.stopped_early, "train_episodes": sampler.train_episodes,
-        "val_episodes": sampler.val_episodes, "dataset_ids": dataset_ids,
-        "group_weights": group_w, "frozen_groups": list(cfg.frozen_groups),
-        "history": loop.history, "work_key": key,
+        "stopped_early": loop.stopped_early, "train_episodes": trainer.sampler.train_episodes,
+        "val_episodes": trainer.sampler.val_episodes, "dataset_ids": dataset_ids,
+        "group_weights": run.group_w, "frozen_groups": list(cfg.frozen_groups),
+        "history": loop.history, "work_key": run.key,
     }
+    init_checkpoint = run.init_checkpoint
     parents = list(dict.fromkeys(dataset_ids + ([init_checkpoint] if init_checkpoint else [])))
     artifact = ckpt.commit_checkpoint(
-        store, work_dir, loop.step, summary_content=content,
+        store, run.work_dir, loop.step, summary_content=content,
         config={**cfg.to_json(), "dataset_ids": dataset_ids, "init_checkpoint": init_checkpoint},
         seed=cfg.seed, parents=parents,
         summary={"step": loop.step, "train_loss": _json_float(result.train_loss),
                  "val_loss": _json_float(loop.last_val), "stopped_early": loop.stopped_early,
-                 "samples_per_s": round(samples_per_s, 1), "resumed_from": resumed_from,
+                 "samples_per_s": round(samples_per_s, 1), "resumed_from": trainer.resumed_from,
                  "policy": cfg.policy},
     )
     result.checkpoint_id = artifact.id
