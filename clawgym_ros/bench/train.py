@@ -4,8 +4,9 @@
   normalization, group weights, per-group losses, validation, TensorBoard, checkpoints).
 - ``samples_per_s_bare``: the same model, batch size and thread count trained by a bare loop on
   in-memory tensors (random index, forward, MSE, backward, AdamW).
-- ``ratio`` = trainer / bare (target >= 0.8). Both are measured twice, alternating, in this one
-  process; the best of each is kept so that a burst of load from other work hurts neither.
+- ``ratio`` = trainer / bare (target >= 0.92, issue 24). Both are measured twice,
+  alternating, in this one process; the best of each is kept so that a burst of load from
+  other work hurts neither.
 - ``vision``: samples/s of the same trainer with the ``cnn`` policy (84x84 camera images,
   augmentation on) beside the MLP's ``samples_per_s_trainer``, same batch size and threads.
 - ``rss``: peak RSS of a child process that trains on the default table and on one ten times
@@ -143,7 +144,7 @@ def bench_train(quick: bool = False, seed: int = 0) -> dict[str, Any]:
         out["samples_per_s_trainer"] = round(max(trainer), 1)
         out["samples_per_s_bare"] = round(max(bare), 1)
         out["ratio"] = round(max(trainer) / max(bare), 3)
-        out["ratio_target"] = 0.8
+        out["ratio_target"] = 0.92
         out["vision"] = _vision(root, cfg, quick, seed, max(trainer))
 
         rss_steps = 200 if quick else 2000
