@@ -353,7 +353,7 @@ class LoopConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (what :func:`loop_config_from_dict` reads back); ``policy_options``
-        and ``rl`` only when set (a loop without them has the config artifact id it had before
+        ``rl`` and ``calibration`` only when set (a loop without them has the config artifact id it had before
         they existed, so its run directory still resumes)."""
         from clawgym_ros.config import to_dict
 
@@ -363,6 +363,8 @@ class LoopConfig:
             del data["policy_options"]
         if data["rl"] == to_dict(RlLeverConfig()):
             del data["rl"]
+        if not data["calibration"]:
+            del data["calibration"]
         return data
 
 
