@@ -8,9 +8,10 @@ separate virtual environment (``requirements-peers.txt``) whose interpreter is n
 process, after our env has been timed here. Without that variable, or where a peer does not
 import, the peer is ``{"skipped": "<why>"}`` and ours is still measured.
 
-Per env: control steps/s with random actions in its action space (seeded), the same with an
-84x84 camera image rendered every step (ours: the wrist camera in the observation;
-robosuite: ``agentview`` camera observations; metaworld: ``render()``), and physics steps/s
+Per env: control steps/s with random actions in its action space (seeded; episodes reset at
+their end), the same with an 84x84 camera image rendered every step (a fifth of the steps;
+ours: the wrist camera in the observation; robosuite: ``agentview`` camera observations;
+metaworld: ``render()``), and physics steps/s
 (control steps/s x physics steps per control step: 10 here, 25 in robosuite at 20 Hz, 5 in
 metaworld). ``lead`` divides ours by each peer's. Rendering is MuJoCo's (EGL here: Mesa
 llvmpipe on a machine without a GPU). Load is recorded: other jobs move all numbers.
@@ -39,6 +40,7 @@ def _ours(steps: int, seed: int) -> dict[str, Any]:
 
     import clawgym_ros.sim.registration  # noqa: F401 (registers the env ids)
     from clawgym_ros import constants as C
+    from clawgym_ros.bench.peers_child import camera_steps
     from clawgym_ros.tasks.registry import get_task
 
     env_id = get_task("pick_place").env_id
@@ -55,12 +57,13 @@ def _ours(steps: int, seed: int) -> dict[str, Any]:
             if terminated or truncated:
                 env.reset()
 
-        for _ in range(max(steps // 10, 5)):
+        n = camera_steps(steps) if camera else steps
+        for _ in range(max(n // 10, 5)):
             step()
         start = time.perf_counter()
-        for _ in range(steps):
+        for _ in range(n):
             step()
-        rate = steps / (time.perf_counter() - start)
+        rate = n / (time.perf_counter() - start)
         out["camera_control_steps_per_s" if camera else "control_steps_per_s"] = round(rate, 1)
         out["physics_steps_per_control_step"] = int(env.unwrapped.backend.substeps)
         env.close()

@@ -19,6 +19,11 @@ import time
 SIZE = 84
 
 
+def camera_steps(steps: int) -> int:
+    """Control steps of a camera run (the peers render a few frames per second here)."""
+    return max(steps // 5, 20)
+
+
 def _rate(step, steps: int, warmup: int) -> float:
     for _ in range(warmup):
         step()
@@ -46,9 +51,11 @@ def robosuite_lift(steps: int, seed: int) -> dict:
         low, high = env.action_spec
         substeps = int(round(env.control_timestep / env.model_timestep))
         def step(env=env, low=low, high=high) -> None:
-            env.step(rng.uniform(low, high))
+            if env.step(rng.uniform(low, high))[2]:       # done (its horizon)
+                env.reset()
 
-        rate = _rate(step, steps, max(steps // 10, 5))
+        n = camera_steps(steps) if camera else steps
+        rate = _rate(step, n, max(n // 10, 5))
         env.close()
         out["camera_control_steps_per_s" if camera else "control_steps_per_s"] = round(rate, 1)
         out["physics_steps_per_control_step"] = substeps
@@ -72,11 +79,14 @@ def metaworld_pick_place(steps: int, seed: int) -> dict:
         substeps = int(env.unwrapped.frame_skip)
 
         def step(env=env, camera=camera) -> None:
-            env.step(env.action_space.sample())
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
             if camera:
                 env.render()
+            if terminated or truncated:                  # 500-step episodes
+                env.reset()
 
-        rate = _rate(step, steps, max(steps // 10, 5))
+        n = camera_steps(steps) if camera else steps
+        rate = _rate(step, n, max(n // 10, 5))
         env.close()
         out["camera_control_steps_per_s" if camera else "control_steps_per_s"] = round(rate, 1)
         out["physics_steps_per_control_step"] = substeps
