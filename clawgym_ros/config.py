@@ -8,9 +8,13 @@ the value and the allowed range.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import os
+import sys
 import typing
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from clawgym_ros.errors import ConfigError
@@ -19,6 +23,23 @@ from clawgym_ros.errors import ConfigError
 from clawgym_ros.safe_load import load_yaml  # noqa: F401 (re-exported)
 
 T = TypeVar("T")
+
+
+@functools.cache
+def data_root() -> Path:
+    """The folder holding the package's config/, urdf/ and worlds/: the source checkout, else
+    the installed ``share/clawgym_ros`` of this interpreter's prefix or of an
+    AMENT_PREFIX_PATH entry (colcon / pip install); the checkout when none has them."""
+    from clawgym_ros.constants import PACKAGE
+
+    source = Path(__file__).resolve().parents[1]
+    if (source / "config" / "scenes").is_dir():
+        return source
+    for prefix in (sys.prefix, *os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)):
+        share = Path(prefix) / "share" / PACKAGE
+        if prefix and (share / "config" / "scenes").is_dir():
+            return share
+    return source
 
 
 def check_range(

@@ -27,12 +27,9 @@ WORKER_NODES = (C.NODE_SYNTHESIS, C.NODE_TRAINER, C.NODE_EVALUATOR)
 
 def config_dir() -> Path:
     """The package's config/ folder: the source tree's, else the installed share folder."""
-    import sys
+    from clawgym_ros.config import data_root
 
-    here = Path(__file__).resolve().parents[2] / "config"
-    if here.is_dir():
-        return here
-    return Path(sys.prefix) / "share" / C.PACKAGE / "config"
+    return data_root() / "config"
 
 
 def find_loop_config(name_or_path: str) -> Path:

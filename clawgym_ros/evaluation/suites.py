@@ -258,13 +258,11 @@ def parse_suite(data: Any, source: str) -> Suite:
 
 
 def suite_dirs() -> list[Path]:
-    """Folders searched for suites by name: the source tree's config/, then the installed
-    share folder."""
-    import sys
+    """Folders searched for suites by name: config/ of the source tree, else of the installed
+    share folder (:func:`clawgym_ros.config.data_root`)."""
+    from clawgym_ros.config import data_root
 
-    here = Path(__file__).resolve().parents[2] / "config" / C.DIR_SUITES
-    share = Path(sys.prefix) / "share" / C.PACKAGE / "config" / C.DIR_SUITES
-    return [here, share]
+    return [data_root() / "config" / C.DIR_SUITES]
 
 
 def available_suites() -> list[str]:

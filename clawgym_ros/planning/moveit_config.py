@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from clawgym_ros import constants as C
-from clawgym_ros.config import load_yaml
+from clawgym_ros.config import data_root, load_yaml
 from clawgym_ros.errors import ConfigError
 
 #: config/moveit inside the source tree (an installed package has it under share/).
-DEFAULT_MOVEIT_DIR = Path(__file__).resolve().parents[2] / "config" / "moveit"
+DEFAULT_MOVEIT_DIR = data_root() / "config" / "moveit"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 
 from clawgym_ros import constants as C
+from clawgym_ros.config import data_root
 from clawgym_ros.planning.moveit_config import DEFAULT_MOVEIT_DIR
 from clawgym_ros.sim.collision import CollisionChecker
 from clawgym_ros.sim.world import model_from_xml
 
-URDF_XACRO = Path(__file__).resolve().parents[2] / "urdf" / "claw_arm.urdf.xacro"
+URDF_XACRO = data_root() / "urdf" / "claw_arm.urdf.xacro"
 
 #: Named states (arm), written into the SRDF. home = the URDF's ros2_control initial values.
 ARM_STATES: dict[str, tuple[float, ...]] = {

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,27 +27,11 @@ from typing import Any
 import numpy as np
 
 from clawgym_ros import constants as C
-from clawgym_ros.config import check_choice, check_range, from_dict, load_yaml
+from clawgym_ros.config import check_choice, check_range, data_root, from_dict, load_yaml
 from clawgym_ros.errors import ConfigError
 
-
-def _data_root() -> Path:
-    """The folder holding config/, urdf/ and worlds/: the source checkout, else the installed
-    share/clawgym_ros (colcon / pip install)."""
-    source = Path(__file__).resolve().parents[2]
-    if (source / "config" / "scenes").is_dir():
-        return source
-    import sys
-
-    for prefix in (sys.prefix, *os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)):
-        share = Path(prefix) / "share" / C.PACKAGE
-        if prefix and (share / "config" / "scenes").is_dir():
-            return share
-    return source
-
-
 #: repository / share root holding config/, urdf/ and worlds/
-ROOT = _data_root()
+ROOT = data_root()
 SCENES_DIR = ROOT / "config" / "scenes"
 WORLDS_DIR = ROOT / "worlds"
 SHAPES = ("box", "cylinder", "sphere")
