@@ -22,6 +22,9 @@ YAML form (``config/loop/<name>.yaml``; a mapping with one key ``loop``)::
       policy_options: {}             # that type's options, e.g. {delta: 0.5}
       rl: {share: 0.3, plateau_iterations: 1, plateau_delta: 0.02, workers: 1,
            options: {}}              # RL fine-tuning when success plateaus (0 share = off)
+      transfer: {threshold: 0.8, initial_width: 0.1, step: 0.1, max_width: 1.0, gain: 2.0}
+                                     # template-family cells (template: proc:<family>) widen
+                                     # when held-out/in-distribution < threshold (0 = off)
 
 Every error names the file, the field path, the value and what is allowed.
 """
@@ -35,6 +38,8 @@ from typing import Any
 
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_choice, check_int, check_range, from_dict, load_yaml
+from clawgym_ros.coordinator.transfer import TransferConfig
+from clawgym_ros.coordinator.transfer import check_cells as check_transfer_cells
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.training.config import MAX_STEPS
 from clawgym_ros.training.registry import check_policy_name, check_policy_options
@@ -191,6 +196,7 @@ class LoopConfig:
             simulators run at (synthesis, RL fine-tuning, evaluation; ``clawgym loop``
             activates it before starting the nodes); it joins their artifacts' ids. "" = the
             nominal simulator.
+        transfer: the transfer-template lever (:mod:`clawgym_ros.coordinator.transfer`).
     """
 
     name: str = "loop"
@@ -224,6 +230,7 @@ class LoopConfig:
     record_images: bool = False
     adr: AdrConfig = dataclasses.field(default_factory=AdrConfig)
     calibration: str = ""
+    transfer: TransferConfig = dataclasses.field(default_factory=TransferConfig)
 
     def __post_init__(self) -> None:
         if not isinstance(self.calibration, str):
@@ -253,13 +260,15 @@ class LoopConfig:
         for name in ("warm_start", "accumulate", "record_images"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, getattr(self, name), "true or false")
-        for obj, cls in (("budget", BudgetConfig), ("adr", AdrConfig), ("rl", RlLeverConfig)):
+        for obj, cls in (("budget", BudgetConfig), ("adr", AdrConfig), ("rl", RlLeverConfig),
+                         ("transfer", TransferConfig)):
             value = getattr(self, obj)
             if isinstance(value, Mapping):
                 object.__setattr__(self, obj, from_dict(cls, value))
             elif not isinstance(value, cls):
                 raise ConfigError(obj, value, f"a mapping of {cls.__name__} fields")
         self._check_mixture()
+        check_transfer_cells(self.mixture, self.transfer)
         self._check_ranges()
         self._check_targets()
         if not isinstance(self.freeze_when_functional_met, (list, tuple)):
@@ -352,9 +361,9 @@ class LoopConfig:
         return self.budget.train_steps or self.iterations * self.train_steps
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form (what :func:`loop_config_from_dict` reads back); ``policy_options``
-        ``rl`` and ``calibration`` only when set (a loop without them has the config artifact id it had before
-        they existed, so its run directory still resumes)."""
+        """JSON-able form (what :func:`loop_config_from_dict` reads back); ``policy_options``,
+        ``rl``, ``calibration`` and ``transfer`` only when set (a loop without them has the
+        config artifact id it had before they existed, so its run directory still resumes)."""
         from clawgym_ros.config import to_dict
 
         data = to_dict(self)
@@ -365,6 +374,8 @@ class LoopConfig:
             del data["rl"]
         if not data["calibration"]:
             del data["calibration"]
+        if data["transfer"] == to_dict(TransferConfig()):
+            del data["transfer"]
         return data
 
 

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from clawgym_ros import constants as C
+from clawgym_ros.coordinator import transfer as T
 from clawgym_ros.coordinator.config import MODE_OPEN, SEED_LIMIT, LoopConfig, cell_key
 
 PHASE_IDLE = "idle"
@@ -128,7 +129,8 @@ def initial_state(cfg: LoopConfig, config_id: str = "") -> LoopState:
         shares = apply_floor([1.0] * len(cells), cfg.mixture_floor)
     return LoopState(config_id=config_id, cells=cells,
                      weights={cell_key(c): s for c, s in zip(cells, shares)},
-                     ranges={f: tuple(r) for f, r in cfg.ranges.items()})
+                     ranges={**{f: tuple(r) for f, r in cfg.ranges.items()},
+                             **T.initial_widths(cells, cfg.transfer)})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -427,8 +429,8 @@ def _mixture(cells: Sequence[Mapping[str, Any]], weights: Mapping[str, float],
     entries = []
     for cell in cells:
         share = weights[cell_key(cell)]
-        base = {"task": cell["task"], "template": cell["template"], "family": cell["family"],
-                "difficulty": cell["difficulty"]}
+        base = {"task": cell["task"], "template": T.render_template(cell, ranges),
+                "family": cell["family"], "difficulty": cell["difficulty"]}
         if cell["family"] == C.FAMILY_NONE:
             entries.append({**base, "intensity": 0.0, "weight": share})
             continue
@@ -459,6 +461,7 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
     group_weights: dict[str, float] = {}
     frozen: tuple[str, ...] = ()
     adr: dict[str, dict[str, Any]] = {}
+    transfer: dict[str, Any] = {}
     hardening = cfg.hardening_share
     closed = cfg.mode != MODE_OPEN
     stop, stop_reason, target_reasons = _stop(state, report, cfg)
@@ -482,7 +485,7 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
                 drivers[key] = used
             raw.append(weights[key] * (1.0 + cfg.mixture_gain * task_dev)
                        * (1.0 + cfg.mixture_gain * own_dev))
-            pattern = f"{cell['task']}/{cell['template'] or '*'}/{cell['family']}"
+            pattern = f"{cell['task']}/{T.group_template(cell)}/{cell['family']}"
             task_factor = ((1.0 + cfg.group_weight_gain * task_dev)
                            / (1.0 + cfg.group_weight_gain * least))
             gw = round(min(cfg.max_group_weight,
@@ -498,6 +501,8 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
         weights = dict(zip(keys, shares))
         nominal = nominal_success(report)
         for family, (low, high) in sorted(ranges.items()):
+            if T.is_width_key(family):
+                continue                 # a template family's width: the transfer lever's
             stab, note = family_stability(report, family, high)
             entry = {"before": [low, high], "stability": stab, "note": note}
             if stab is None:
@@ -523,6 +528,9 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
                            f"{entry['before'][1]:g}] -> [{low:g}, {high:g}] (stability {shown}: "
                            f"{note}; widen >= {cfg.adr.widen_threshold:g}, narrow < "
                            f"{cfg.adr.narrow_threshold:g})")
+        weights, ranges, why, transfer = T.steer(state.cells, report, cfg.transfer, weights,
+                                                 ranges, cfg.mixture_floor)
+        reasons += why
         group_weights = {k: v for k, v in sorted(group_weights.items()) if v != 1.0}
         for pattern, value in group_weights.items():
             reasons.append(f"loss weight {pattern}: {value:g}")
@@ -579,6 +587,7 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
         **({"recovery_episodes": recovery, "recovery_report": recovery_report}
            if recovery else {}),
         **({"rl_episodes": rl, "rl_task": rl_task} if rl else {}),
+        **({"transfer": transfer} if transfer else {}),
     }
     return Plan(iteration=iteration, stop=stop, stop_reason=stop_reason, weights=weights,
                 ranges=ranges, mixture=mixture,
