@@ -104,7 +104,9 @@ def test_synth_cli_refuses_a_held_out_template_with_one_line_and_writes_nothing(
     from clawgym_ros.cli import main
 
     out = tmp_path / "run"
-    for template in ("torus", "proc:objects@2"):
+    too_heavy = re.sub(r"mass=[0-9.]+", "mass=5", OBJECT_FAMILY.sample(
+        get_task("pick_place"), 0.2, 1).name)
+    for template in ("torus", "proc:objects@2", too_heavy):
         mix = tmp_path / "mix.yaml"
         mix.write_text("mixture:\n  - {task: pick_place, template: 'proc:objects@0.5'}\n"
                        f"  - {{task: pick_place, template: '{template}'}}\n")
