@@ -25,12 +25,14 @@ baseline ``scripted:pick_place:grasp_height=0.015``, ``scene`` world, 120 steps 
   chunks (``max_chunk`` 50) and sim_node runs them without a round trip per step; also each
   process's CPU ms per step. ``ros_per_step``: the same episodes with ``max_chunk`` 1 (a
   command per control step, the path of a policy that reads every observation).
-- ``ros_bound``: what a lockstep control step cannot beat on this machine, measured in the
-  same run: the physics of a control step (the ``inprocess`` replay) plus, with a command per
-  step, a bare topic round trip between two processes (same message types, QoS and executor
-  as sim_node and policy_node, nothing else; :mod:`clawgym_ros.ros_io.roundtrip`); chunked,
-  the physics alone. ``ros`` / ``ros_per_step`` carry ``bound_steps_per_s`` and
-  ``ratio_to_bound`` beside the targets (3,000 chunked, 2,000 per step).
+- ``ros_bound``: what a lockstep control step cannot beat on this machine, measured right
+  before each of ``ros`` and ``ros_per_step`` (keys ``ros``, ``ros_per_step``): the physics
+  of a control step (one of the episodes' actions replayed on the bare backend) plus, with a
+  command per step, a bare topic round trip between two processes (same message types, QoS
+  and executor as sim_node and policy_node, nothing else;
+  :mod:`clawgym_ros.ros_io.roundtrip`); chunked, the physics alone. ``ros`` /
+  ``ros_per_step`` carry ``bound_steps_per_s`` and ``ratio_to_bound`` beside the targets
+  (3,000 chunked, 2,000 per step).
 - ``torch``: the same three paths for a trained torch checkpoint (``--checkpoint ID
   --run-dir DIR``, else one trained here: :data:`TORCH_DEMOS` pick_place demonstrations
   synthesized and :data:`TORCH_STEPS` steps of behaviour cloning with the default recipe,
@@ -163,18 +165,48 @@ def _scaling(specs: list[Any], repeats: int = 1) -> dict[str, Any]:
     }
 
 
-def _ros_bound(inprocess: dict[str, Any], quick: bool) -> dict[str, Any]:
-    """The bound of a lockstep control step, measured in this run: the physics of a control
-    step (``inprocess``'s replay on the bare backend) plus, per step, a bare topic round trip
-    to another process (sim_node's observation out, policy_node's command back: the two hops
-    of ``max_chunk`` 1); chunked, the physics alone (sim_node runs a chunk's steps without a
-    hop). Also the bare ``sim/step``-type service round trip (the evaluator's per run)."""
+def _physics_probe(spec: Any) -> Any:
+    """A function timing the physics of ``spec``'s episode (its actions recorded once, replayed
+    on a bare backend from the same seed): microseconds per control step."""
+    import numpy as np
+
+    from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions, Runner
+    from clawgym_ros.sim.mujoco_backend import MujocoBackend
+
+    recorder = Runner(PolicySource.parse(POLICY).load(),
+                      RolloutOptions(world="scene", max_steps=MAX_STEPS), record_actions=True)
+    recorder.run(spec)
+    actions = list(recorder.actions)
+    recorder.close()
+
+    def probe(repeats: int) -> float:
+        backend = MujocoBackend()
+        total = 0.0
+        for _ in range(repeats):
+            backend.reset(spec.seed, rng=np.random.default_rng(spec.seed))
+            start = time.perf_counter()
+            for action in actions:
+                backend.step(action)
+            total += time.perf_counter() - start
+        backend.close()
+        return total / (repeats * len(actions)) * 1e6
+
+    return probe
+
+
+def _ros_bound(probe: Any, quick: bool) -> dict[str, Any]:
+    """The bound of a lockstep control step, measured right before the lockstep run it bounds
+    (load moves both alike): the physics of a control step (``probe``: an episode's actions
+    replayed on the bare backend) plus, per step, a bare topic round trip to another process
+    (sim_node's observation out, policy_node's command back: the two hops of ``max_chunk``
+    1); chunked, the physics alone (sim_node runs a chunk's steps without a hop). Also the
+    bare ``sim/step``-type service round trip (the evaluator's, once per run)."""
     try:
         from clawgym_ros.ros_io.roundtrip import measure_round_trips
     except ImportError as err:
         return {"skipped": f"rclpy not importable: {err}"}
     trips = measure_round_trips(300 if quick else 2000, warmup=50 if quick else 200)
-    physics_us = inprocess["physics_s"] / max(inprocess["replayed_steps"], 1) * 1e6
+    physics_us = probe(1 if quick else 5)
     return {**trips, "physics_us_per_step": round(physics_us, 1),
             "per_step_steps_per_s": round(1e6 / (physics_us + trips["topic"]["median_us"]), 1),
             "chunked_steps_per_s": round(1e6 / physics_us, 1)}
@@ -280,18 +312,20 @@ def bench_eval(quick: bool = False, seed: int = 0, checkpoint: str = "",
     trained here)."""
     os.environ.setdefault("MUJOCO_GL", "egl")
     load_before = os.getloadavg()[0]
-    inprocess = _inprocess(_specs(4 if quick else 30, seed))
-    bound = _ros_bound(inprocess, quick)
     result: dict[str, Any] = {
         "policy": POLICY, "world": "scene", "max_steps": MAX_STEPS,
-        "inprocess": inprocess,
+        "inprocess": _inprocess(_specs(4 if quick else 30, seed)),
         "scaling": _scaling(_specs(4 if quick else 48, seed), 1 if quick else 7),
-        "ros_bound": bound,
-        "ros": _against(_ros(_specs(3 if quick else 12, seed)), bound,
-                        "chunked_steps_per_s", TARGET_CHUNKED),
-        "ros_per_step": _against(_ros(_specs(3 if quick else 12, seed), max_chunk=1), bound,
-                                 "per_step_steps_per_s", TARGET_PER_STEP),
-        "torch": _torch(_specs(3 if quick else 12, seed), quick, seed, checkpoint, run_dir),
     }
+    ros_specs = _specs(3 if quick else 12, seed)
+    probe = _physics_probe(ros_specs[1])
+    bounds: dict[str, Any] = {}
+    for key, chunk, which, target in (("ros", None, "chunked_steps_per_s", TARGET_CHUNKED),
+                                      ("ros_per_step", 1, "per_step_steps_per_s",
+                                       TARGET_PER_STEP)):
+        bounds[key] = _ros_bound(probe, quick)
+        result[key] = _against(_ros(ros_specs, max_chunk=chunk), bounds[key], which, target)
+    result["ros_bound"] = bounds
+    result["torch"] = _torch(_specs(3 if quick else 12, seed), quick, seed, checkpoint, run_dir)
     result["load_avg"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     return result
