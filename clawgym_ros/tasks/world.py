@@ -300,8 +300,3 @@ class TaskEnv(ClawEnv):
             g1, g2 = d.contact.geom[i]
             out.append(f"{m.geom(g1).name}-{m.geom(g2).name}")
         return out
-
-
-def true_state_of(env: Any) -> Mapping[str, np.ndarray]:
-    """The true state of a (possibly wrapped) task env."""
-    return env.unwrapped.true_state()
