@@ -263,7 +263,8 @@ class MujocoBackend(SimBackend):
             else:
                 self._model_params.apply(m, split_values(cal.values)[0])
         self._calibration = cal
-        self._calibration_delay = (0 if cal is None else
+        # (a calibration is of the arm: a mobile base keeps its own timing)
+        self._calibration_delay = (0 if cal is None or not self.scene.robot.is_arm else
                                    int(round(cal.latency_s / float(m.opt.timestep))))
         dft = getattr(self, "_defaults", None)
         if dft is not None:
