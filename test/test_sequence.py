@@ -219,17 +219,18 @@ def test_sequence_config_checks():
 
 # --- measured run (opt-in) -------------------------------------------------------------------
 #: The measured run of docs/results/2026-12-05-incremental-learning.md.
-DEMOS = 60
-SYNTH_SEEDS = (101, 102, 103)
-STEPS = 3000
-EVAL_EPISODES = 30
+DEMOS = 150
+SYNTH_SEEDS = (201, 202, 203)
+STEPS = 4000
+EVAL_EPISODES = 20
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(5400)
 @pytest.mark.skipif(os.environ.get("CLAWGYM_ACCEPTANCE") != "1",
-                    reason="opt-in (CLAWGYM_ACCEPTANCE=1): ~20 min of synthesis, training "
-                           "and 630 evaluation episodes on 2 cores")
+                    reason="opt-in (CLAWGYM_ACCEPTANCE=1): about an hour of synthesis, "
+                           "training (8 x 4,000 steps) and 480 evaluation episodes on 2 "
+                           "cores")
 def test_sequence_acceptance(tmp_path, capsys):
     """Issue 22 item 5: forgetting with consolidation <= half of naive sequential
     fine-tuning's; average final success within 0.1 of joint training."""
