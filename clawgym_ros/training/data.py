@@ -104,6 +104,7 @@ class TableSampler:
         self.table = table
         self.chunk = chunk
         self.shift = shift
+        self._offsets = (shift + np.arange(chunk, dtype=np.int64))[None, :]
         self.obs_columns = None if obs_columns is None else np.asarray(obs_columns, np.int64)
         self._obs = np.asarray(table.obs)
         self._action = np.asarray(table.action)
@@ -151,8 +152,7 @@ class TableSampler:
         if self.chunk == 1 and self.shift == 0:
             action = np.take(self._action, rows, axis=0)[:, None, :]
         else:
-            steps = rows[:, None] + self.shift + np.arange(self.chunk)[None, :]
-            steps = np.minimum(steps, (ends - 1)[:, None])
+            steps = np.minimum(rows[:, None] + self._offsets, ends[:, None] - 1)
             action = np.take(self._action, steps.reshape(-1), axis=0).reshape(
                 len(rows), self.chunk, -1)
         image = None if self._image is None else np.take(self._image, rows, axis=0)
