@@ -85,8 +85,13 @@ def check_children(group: ProcessGroup) -> None:
 
 def _image_size(policy: str, run_dir: str) -> int:
     """Camera image side a checkpoint policy was trained on (0: it reads no image; the
-    scripted baselines never do). Loads the checkpoint here, so a bad one fails before any
-    node starts."""
+    scripted baselines never do). The built-in types are answered from the checkpoint's
+    config.json (no torch in this process); another type is loaded and asked. A checkpoint
+    that cannot be read gives 0: policy_node then reports what is wrong with it."""
+    import json
+
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.errors import ClawgymError
     from clawgym_ros.evaluation.rollout import (
         POLICY_CHECKPOINT,
         PolicySource,
@@ -98,7 +103,20 @@ def _image_size(policy: str, run_dir: str) -> int:
     source = PolicySource.parse(policy, run_dir)
     if source.kind != POLICY_CHECKPOINT:
         return 0
-    loaded = source.load()
+    try:
+        artifact = ArtifactStore(run_dir).resolve(source.ref, C.KIND_CHECKPOINT)
+        step = (artifact.path / C.FILE_LAST).read_text().strip()
+        spec = json.loads((artifact.path / step / C.FILE_CHECKPOINT_CONFIG).read_text(
+            encoding="utf-8"))["policy_spec"]
+    except (ClawgymError, OSError, ValueError, KeyError, TypeError):
+        return 0
+    if spec.get("type") in (C.POLICY_MLP, C.POLICY_CNN):
+        shape = spec.get("image_shape")
+        return int(shape[0]) if spec["type"] == C.POLICY_CNN and shape else 0
+    try:
+        loaded = source.load()
+    except ClawgymError:
+        return 0
     if policy_image_shape(loaded) is None:
         return 0
     return image_options(loaded, RolloutOptions()).image_size
