@@ -41,6 +41,11 @@ class GapConfig:
     max_steps: int = 500
     log_s: float = 30.0
     workers: int = 2
+    #: the twin's hidden values (name -> value, physical parameters); empty = drawn from seed
+    hidden: tuple[tuple[str, float], ...] = ()
+    #: a nominal checkpoint already trained in ``out`` by this recipe (skips its synthesis
+    #: and training: they do not depend on the twin)
+    nominal_checkpoint: str = ""
 
     @classmethod
     def quick(cls, seed: int = 0) -> GapConfig:
@@ -96,7 +101,8 @@ def measure_gap(out: str | Path, cfg: GapConfig | None = None,
     activate(None)
 
     # 1. the twin and its calibration
-    hidden = {k: v for k, v in draw_truth(cfg.seed).items() if not k.startswith(P.BIAS_PREFIX)}
+    hidden = dict(cfg.hidden) or {k: v for k, v in draw_truth(cfg.seed).items()
+                                  if not k.startswith(P.BIAS_PREFIX)}
     physical = tuple(split_values(hidden)[0]) + ("command_latency_s",)
     excitation = make_excitation(ExcitationConfig(seed=cfg.seed, duration_s=cfg.log_s))
     log_path = out / "twin_log.mcap"
@@ -117,6 +123,10 @@ def measure_gap(out: str | Path, cfg: GapConfig | None = None,
     # 2. datasets and checkpoints, nominal and calibrated
     checkpoints: dict[str, str] = {}
     for name, options in (("nominal", {}), ("calibrated", {OPTION_KEY: cal.to_dict()})):
+        if name == "nominal" and cfg.nominal_checkpoint:
+            checkpoints[name] = store.resolve(cfg.nominal_checkpoint).id
+            summary[name] = {"checkpoint": checkpoints[name], "reused": True}
+            continue
         t0 = time.perf_counter()
         request = dataclasses.replace(
             SynthRequest(out=str(out), episodes=cfg.demos, seed=cfg.seed, task="pick_place",
@@ -172,14 +182,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--hidden", metavar="FILE", default=None,
+                        help="YAML/JSON of the twin's hidden values (default: drawn from --seed)")
     for field in dataclasses.fields(GapConfig):
-        if field.name != "seed":
+        if field.name not in ("seed", "hidden"):
             parser.add_argument("--" + field.name.replace("_", "-"), type=type(field.default),
                                 default=None)
     args = parser.parse_args(argv)
     cfg = GapConfig.quick(args.seed) if args.quick else GapConfig(seed=args.seed)
-    changes = {f.name: getattr(args, f.name) for f in dataclasses.fields(GapConfig)
-               if f.name != "seed" and getattr(args, f.name) is not None}
+    changes: dict[str, Any] = {
+        f.name: getattr(args, f.name) for f in dataclasses.fields(GapConfig)
+        if f.name not in ("seed", "hidden") and getattr(args, f.name) is not None}
+    if args.hidden:
+        from clawgym_ros.calibration.apply import load_twin_file
+
+        changes["hidden"] = tuple(sorted(load_twin_file(args.hidden).items()))
     summary = measure_gap(args.out, dataclasses.replace(cfg, **changes))
     print(json.dumps(summary, sort_keys=True))
     return 0
