@@ -3,7 +3,7 @@ trained in the calibrated simulator, evaluated free-running through ROS on the t
 held-out episodes), loses at most 0.05 success against its own simulator score; the policy
 trained in the nominal simulator is measured beside it (reported, not bounded).
 
-About 35 min on 2 shared cores (a 30 s twin log and its fit, 2 x 120 demonstrations and
+About 25 min on 2 shared cores (a 30 s twin log and its fit, 2 x 120 demonstrations and
 6,000 training steps, 2 x 40 episodes in process and 2 x 40 free-running in real time):
 opt-in with CLAWGYM_ACCEPTANCE=1. The numbers: docs/results/2026-12-05-calibration-gap.md.
 """
@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = [pytest.mark.ros, pytest.mark.skipif(
     os.environ.get("CLAWGYM_ACCEPTANCE") != "1",
-    reason="trains two policies and runs 160 episodes (~35 min): set CLAWGYM_ACCEPTANCE=1")]
+    reason="trains two policies and runs 160 episodes (~25 min): set CLAWGYM_ACCEPTANCE=1")]
 
 
 def test_calibrated_policy_keeps_its_simulator_score_on_the_twin(tmp_path):
