@@ -152,9 +152,9 @@ class Featurizer(nn.Module):
             return obs
         parts = [obs]
         batch = obs.shape[0]
+        objects = self._key(obs, C.OBS_OBJECT_POSES).reshape(batch, -1, 7) \
+            if C.OBS_OBJECT_POSES in self.at else None
         for name in self.features:
-            if name in (FEATURE_OBJECT_REL_TOOL, FEATURE_GOAL_REL_OBJECT, FEATURE_OBJECT_YAW):
-                objects = self._key(obs, C.OBS_OBJECT_POSES).reshape(batch, -1, 7)
             if name == FEATURE_OBJECT_REL_TOOL:
                 tool = self._key(obs, C.OBS_TOOL_POSE)[:, None, :3]
                 parts.append((objects[:, :, :3] - tool).reshape(batch, -1))
@@ -164,11 +164,11 @@ class Featurizer(nn.Module):
             elif name == FEATURE_GOAL_REL_OBJECT:
                 parts.append(self._key(obs, C.OBS_PLACE_GOAL) - objects[:, 0, :3])
             else:
-                w, x, y, z = objects.unbind(-1)[3:7]
+                w, x, y, z = (objects[:, :, i] for i in range(3, 7))
                 yaw = torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-                parts.append(torch.stack([torch.sin(2 * yaw), torch.cos(2 * yaw),
-                                          torch.sin(4 * yaw), torch.cos(4 * yaw)],
-                                         dim=-1).reshape(batch, -1))
+                yaw2, yaw4 = 2 * yaw, 4 * yaw
+                parts.append(torch.stack([torch.sin(yaw2), torch.cos(yaw2), torch.sin(yaw4),
+                                          torch.cos(yaw4)], dim=-1).reshape(batch, -1))
         return torch.cat(parts, dim=1)
 
 
