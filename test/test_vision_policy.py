@@ -153,3 +153,25 @@ def test_eval_cli_refuses_an_image_size_the_policy_was_not_trained_on(cnn_run, c
     assert len(err) == 1 and "image_size=32" in err[0] and f"{SIZE} (the size" in err[0]
     assert not (run_dir / "artifacts" / C.KIND_REPORT).exists()
 
+
+
+def test_ros_graph_gives_policy_node_the_camera_at_the_trained_size(cnn_run):
+    """`clawgym eval --mode ros` of a cnn checkpoint: sim_node renders at the trained size and
+    policy_node reads the wrist camera (read from the checkpoint's config, no torch)."""
+    from clawgym_ros.evaluation.ros_mode import graph_processes
+    from clawgym_ros.evaluation.suites import expand, parse_suite
+    from clawgym_ros.ros_io.eval_graph import _image_size
+
+    run_dir, ckpt = cnn_run
+    assert _image_size(ckpt[:12], str(run_dir)) == SIZE
+    assert _image_size("scripted:pick_place", "") == 0
+    assert _image_size("f" * 12, str(run_dir)) == 0          # unknown: policy_node says so
+    suite = parse_suite({"name": "g", "seed": 0, "episodes_per_cell": 1,
+                         "tasks": [{"task": "pick_place", "templates": ["cube"]}],
+                         "cells": {"nominal": True}}, "g")
+    procs = {p.name: p.args for p in graph_processes(expand(suite, 0), ckpt, str(run_dir),
+                                                     image=True, image_size=SIZE)}
+    assert f"image_width:={SIZE}" in procs[C.NODE_SIM]
+    assert f"image_height:={SIZE}" in procs[C.NODE_SIM]
+    assert "publish_camera:=true" in procs[C.NODE_SIM]
+    assert f"image_key:={C.CAMERA_WRIST}_rgb" in procs[C.NODE_POLICY]
