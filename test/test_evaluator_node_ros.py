@@ -4,8 +4,6 @@ naming the key, at once (not after a timeout), and the node stays up (~25 s)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from test.conftest import ROOT, read_logs, spin_until
@@ -48,7 +46,6 @@ def test_ros_goal_with_a_checkpoint_the_world_cannot_feed_is_aborted_naming_the_
     try:
         client = ActionClient(node, Evaluate, C.ACTION_EVALUATE)
         assert client.wait_for_server(timeout_sec=60.0), read_logs(tmp_path)
-        start = time.monotonic()
         sent = client.send_goal_async(Evaluate.Goal(checkpoint_id=ckpt[:12], suite=str(suite),
                                                     seed=1, mode="ros", workers=1))
         assert spin_until(executor, sent.done, 30.0), read_logs(tmp_path)
@@ -59,8 +56,9 @@ def test_ros_goal_with_a_checkpoint_the_world_cannot_feed_is_aborted_naming_the_
         assert "policy_node exited with status 2" in message and "'place_goal'" in message, \
             message
         assert "peg_insert" in message and "\n" not in message, message
-        # Ended by the node's exit, not by the 30 s answer timeout.
-        assert time.monotonic() - start < 28
+        # Ended by the node's exit (the message above), not by the answer timeout (which says
+        # so): no wall-clock bound, the machine may be loaded.
+        assert "did not answer" not in message and "timed out" not in message, message
         assert procs.procs[0][1].poll() is None   # the evaluator is still up
     finally:
         node.destroy_node()
