@@ -117,7 +117,7 @@ def test_synth_cli_refuses_a_held_out_template_with_one_line_and_writes_nothing(
         assert not out.exists() or not any(out.rglob("*.json"))
 
 
-def test_an_expert_episode_on_a_sampled_template_records_its_name():
+def test_an_expert_episode_on_a_sampled_template_records_its_name_and_replays():
     from clawgym_ros.synthesis.episode import EpisodeSpec
     from clawgym_ros.tasks.registry import generate_any
 
@@ -126,6 +126,12 @@ def test_an_expert_episode_on_a_sampled_template_records_its_name():
     template = get_task("pick_place").template(record.template)
     assert template.params["family"] == "objects"
     assert record.outcome.success, record.outcome.reason
+    # replay pins the recorded (concrete) template: the same physics, step for step
+    from clawgym_ros.tasks.replay import replay_record
+
+    again = replay_record(record)
+    assert again.template == record.template and again.outcome.success
+    assert np.array_equal(again.joint_position, record.joint_position)
 
 
 def test_describe_lists_the_families_with_their_ranges():
