@@ -150,3 +150,15 @@ def test_render_and_group_patterns():
         "proc:objects@0.25"
     assert T.group_template(cell) == "proc:objects:*"
     assert T.group_template({"task": "x", "template": "", "family": "none"}) == "*"
+
+
+def test_the_transfer_loop_config_loads_with_its_family_cell():
+    from pathlib import Path
+
+    from clawgym_ros.coordinator.config import load_loop_config
+
+    path = Path(__file__).resolve().parents[1] / "config" / "loop" / "pick_place_transfer.yaml"
+    c = load_loop_config(path)
+    assert c.transfer.enabled and Path(c.eval_suite).is_file()
+    plan = next_plan(initial_state(c), None, c)
+    assert [e["template"] for e in plan.mixture] == ["cube", "cylinder", "proc:objects@0.1"]
