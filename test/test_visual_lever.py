@@ -77,3 +77,12 @@ def test_a_lighting_gap_of_a_seeing_policy_raises_the_lighting_demonstrations():
         return sum(c.weight for c in spec.cells if c.family == "lighting") / total
 
     assert lit_share(after) > lit_share(before)
+
+
+def test_a_cnn_loop_config_without_images_is_refused_when_loaded(tmp_path):
+    from test.test_coordinator_runner import loop_cfg
+
+    with pytest.raises(ConfigError) as err:
+        loop_cfg(policy=C.POLICY_CNN)
+    assert err.value.field == "record_images"
+    assert loop_cfg(policy=C.POLICY_CNN, record_images=True).record_images

@@ -175,9 +175,9 @@ class LoopConfig:
         accumulate: train on every dataset synthesized so far (else on the newest only).
         policy: policy type: ``mlp``, ``cnn`` or one registered by a plugin
             (:mod:`clawgym_ros.training.registry`).
-        policy_options: the policy type's options (its ``Options`` class; ``mlp`` and
-            ``cnn`` have none), sent with every Train goal. Checked when the config is built:
-            a plugin type, or any options, loads the type (torch).
+        policy_options: the policy type's options (its ``Options`` class; ``mlp`` has none,
+            ``cnn`` its image augmentation), sent with every Train goal. Checked when the
+            config is built: a plugin type, or any options, loads the type (torch).
         hardening_share: share of each batch with perturbed observations (the open loop's
             fixed share; the closed loop's share before any gap).
         hardening_gain: closed loop: hardening share added per unit of deviation of the worst
@@ -248,6 +248,12 @@ class LoopConfig:
         check_range("group_weight_gain", self.group_weight_gain, 0.0, 100.0)
         check_range("max_group_weight", self.max_group_weight, 1.0, 1000.0)
         check_policy_name(self.policy)
+        for name in ("warm_start", "accumulate", "record_images"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(name, getattr(self, name), "true or false")
+        from clawgym_ros.coordinator.visual import check_record_images
+
+        check_record_images(self.policy, self.record_images)   # before any synthesis runs
         object.__setattr__(self, "policy_options",
                            check_policy_options(self.policy, self.policy_options))
         check_range("hardening_share", self.hardening_share, 0.0, 1.0)
@@ -257,9 +263,6 @@ class LoopConfig:
         check_range("max_recovery_share", self.max_recovery_share, 0.0, 0.9)
         check_choice("eval_mode", self.eval_mode, C.EVAL_MODES)
         check_int("workers", self.workers, 0, 256)
-        for name in ("warm_start", "accumulate", "record_images"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(name, getattr(self, name), "true or false")
         for obj, cls in (("budget", BudgetConfig), ("adr", AdrConfig), ("rl", RlLeverConfig),
                          ("transfer", TransferConfig)):
             value = getattr(self, obj)
