@@ -114,8 +114,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Records shared by several layers: episode specs and results (synthesis/episode.py,
     # evaluation/records.py), the Policy protocol, restorable failure-state snapshots. They
     # import only the foundation.
+    # The active calibration (sim/active_calibration.py, with the parameter table
+    # sim/calibration_params.py) is such a record too: worker pools activate it in their workers.
     ("records", ("synthesis", "evaluation/protocol", "evaluation/records",
-                 "evaluation/failure_states")),
+                 "evaluation/failure_states", "sim/active_calibration",
+                 "sim/calibration_params")),
     ("sim", ("sim",)),
     ("planning", ("planning",)),
     ("perturbations", ("perturbations",)),
@@ -150,18 +153,6 @@ LAZY_UPWARD: dict[tuple[str, str], str] = {
     ("ros_io/robot_log", "calibration/log"): "the ROS recorder of robot logs writes them in "
     "the calibration's log format (one writer, calibration/log.encode_log)",
 }
-
-#: Function-level imports of a higher folder allowed while that wiring is being built, by
-#: (importing folder or module, "" for any; imported folder or module) -> why. Not checked for
-#: staleness.
-PENDING_UPWARD: dict[tuple[str, str], str] = {
-    ("", "calibration/apply"): "the active calibration is being wired into the simulator, the "
-    "dynamics family and the worker pools; calibration/ still mixes the model-side part "
-    "(apply, replay's model parameters), which belongs below sim, with the fit that runs the "
-    "simulator",
-    ("sim", "calibration/replay"): "the same model-side part (ModelParams)",
-}
-
 
 def _layer(module: str) -> int:
     best = (-1, -1)
@@ -229,22 +220,12 @@ def test_layer_order():
                 continue
             key = next((k for k in LAZY_UPWARD if k[0] == rel and (
                 target == k[1] or target.startswith(k[1] + "/"))), None)
-            pending = any((not src or rel == src or rel.startswith(src + "/")) and (
-                target == dst or target.startswith(dst + "/")) for src, dst in PENDING_UPWARD)
-            if key is None and not pending:
+            if key is None:
                 offenders.append(where + " in a function, without a reason in LAZY_UPWARD")
             if key is not None:
                 used.add(key)
     assert not offenders, "imports up the layer order:\n" + "\n".join(offenders)
     assert not set(LAZY_UPWARD) - used, f"stale LAZY_UPWARD entries: {set(LAZY_UPWARD) - used}"
-
-
-#: Folders outside sim/ that still import mujoco, and why.
-MUJOCO_ALLOWED = {
-    # the calibration fit replays a log on its own MuJoCo model (replay, twin, excitation) and
-    # is being wired into the simulator right now; it moves behind sim/world.py after that
-    "calibration": "calibration replays logs on its own model; to go behind sim/world.py",
-}
 
 
 def test_no_mujoco_outside_sim():
@@ -255,7 +236,7 @@ def test_no_mujoco_outside_sim():
     offenders = []
     for path in sorted(ROOT.rglob("*.py")):
         rel = path.relative_to(ROOT)
-        if rel.parts[0] == "sim" or rel.parts[0] in MUJOCO_ALLOWED:
+        if rel.parts[0] == "sim":
             continue
         for lineno, module in _imports(ast.parse(path.read_text(), str(path))):
             if module.split(".")[0] == "mujoco":

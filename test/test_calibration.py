@@ -12,11 +12,11 @@ from clawgym_ros import constants as C
 from clawgym_ros.calibration.excitation import (
     ARM_VELOCITY_LIMITS,
     ExcitationConfig,
-    _CollisionChecker,
     make_excitation,
 )
 from clawgym_ros.calibration.log import read_log
 from clawgym_ros.calibration.twin import write_twin_log
+from clawgym_ros.sim.calibrated import ContactsBeyondHome
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +27,6 @@ def short_log(tmp_path_factory) -> tuple[Path, dict[str, float]]:
 
 
 def test_excitation_is_seeded_within_limits_and_collision_free():
-    import mujoco
-
     from clawgym_ros.sim import scene as S
 
     config = ExcitationConfig(seed=3, duration_s=20.0)
@@ -48,13 +46,12 @@ def test_excitation_is_seeded_within_limits_and_collision_free():
     # starts and ends at rest at home
     assert np.allclose(a.position[0], a.home) and np.allclose(a.position[-1], a.home)
     assert np.allclose(a.velocity[[0, -1]], 0.0)
-    checker = _CollisionChecker(model, a.home)
+    checker = ContactsBeyondHome(model, a.home, C.ARM_JOINTS)
     assert checker.free(a.position[::5])
     # the checker does see a collision: the shoulder driven down into the table
     low = a.home.copy()
     low[1] = 1.7
     assert not checker.free(low[None])
-    del mujoco
 
 
 def test_twin_log_reads_back_and_a_rosbags_written_log_reads_the_same(short_log, tmp_path):

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from clawgym_ros import constants as C
-from clawgym_ros.calibration import params as P
 from clawgym_ros.calibration.fit import FitConfig, calibrate
 from clawgym_ros.calibration.log import read_log
 from clawgym_ros.calibration.twin import write_twin_log
+from clawgym_ros.sim import calibration_params as P
 
 
 def clawgym(*args: str) -> subprocess.CompletedProcess:
@@ -87,9 +87,11 @@ def test_calibrate_cli_commits_a_content_addressed_artifact(short_log, tmp_path)
 
 def test_a_calibration_sets_a_scene_model(short_log, tmp_path):
     from clawgym_ros.artifacts import ArtifactStore
-    from clawgym_ros.calibration.apply import apply_to_model, load_values, split_values
+    from clawgym_ros.calibration.apply import load_values
     from clawgym_ros.calibration.artifact import commit_calibration
     from clawgym_ros.sim import scene as S
+    from clawgym_ros.sim.active_calibration import split_values
+    from clawgym_ros.sim.calibrated import apply_to_model
 
     path, truth = short_log
     names = P.expand_names(["damping_scale", "joint_friction", "armature_scale",

@@ -35,12 +35,12 @@ def test_twin_behind_ros_is_recorded_and_calibrated(procs, monkeypatch, tmp_path
     from rclpy.executors import SingleThreadedExecutor
     from std_msgs.msg import Bool
 
-    from clawgym_ros.calibration import params as P
     from clawgym_ros.calibration.excitation import ExcitationConfig, make_excitation
     from clawgym_ros.calibration.fit import FitConfig, calibrate
     from clawgym_ros.calibration.log import read_log
     from clawgym_ros.ros_io.qos import COMMAND_QOS
     from clawgym_ros.ros_io.robot_log import ExcitationSender, RobotLogRecorder
+    from clawgym_ros.sim import calibration_params as P
 
     private = tmp_path / "private" / "twin.yaml"
     private.parent.mkdir()

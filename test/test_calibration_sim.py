@@ -16,6 +16,7 @@ from clawgym_ros import constants as C
 from clawgym_ros.artifacts import ArtifactStore
 from clawgym_ros.calibration import apply as A
 from clawgym_ros.calibration.artifact import CALIBRATION_FORMAT, FILE_JSON
+from clawgym_ros.sim import active_calibration as R
 
 VALUES = {"joint_friction": 0.5, "damping_scale": 2.0, "armature_scale": 1.2,
           "actuator_gain_scale": 0.9, "object_mass_scale": 1.2, "command_latency_s": 0.004}
@@ -35,9 +36,9 @@ def commit_calibration(run_dir, values=VALUES, rel=0.01) -> str:
 @pytest.fixture
 def no_calibration(monkeypatch):
     """Leave no calibration active after the test (it would leak into later tests)."""
-    monkeypatch.delenv(A.ENV_VAR, raising=False)
+    monkeypatch.delenv(R.ENV_VAR, raising=False)
     yield
-    A.activate(None)
+    R.activate(None)
 
 
 def rollout(env, steps: int = 40) -> np.ndarray:
@@ -63,7 +64,7 @@ def test_the_backend_runs_at_the_active_calibration(tmp_path, no_calibration):
     damping = m.dof_damping[dof].copy()
     act = m.actuator("arm_joint_1_pos").id
     kp = m.actuator_gainprm[act, 0]
-    A.activate(cal)
+    R.activate(cal)
     calibrated = rollout(env)            # the next reset picks the calibration up
     assert m.dof_frictionloss[dof] == pytest.approx([0.5] * 7)
     assert m.dof_damping[dof] == pytest.approx(damping * 2.0)
@@ -72,7 +73,7 @@ def test_the_backend_runs_at_the_active_calibration(tmp_path, no_calibration):
     assert np.abs(calibrated - nominal).max() > 1e-3
     # a fresh env in this process runs at it too; resets restore the calibrated defaults
     assert np.array_equal(rollout(PickPlaceEnv()), calibrated)
-    A.activate(None)
+    R.activate(None)
     assert np.array_equal(rollout(env), nominal)
     assert m.dof_damping[dof] == pytest.approx(damping) and "calibration" not in \
         env.backend.describe()
@@ -83,7 +84,7 @@ def test_command_latency_is_a_sub_step_delay():
     the previous command (checked against stepping the model by hand)."""
     from clawgym_ros.sim.mujoco_backend import MujocoBackend, MujocoConfig
 
-    cal = A.SimCalibration("test", {"command_latency_s": 0.004})
+    cal = R.SimCalibration("test", {"command_latency_s": 0.004})
     backend = MujocoBackend(MujocoConfig(calibration=cal))
     backend.reset(0)
     model, data = backend.model, mujoco.MjData(backend.model)
@@ -108,7 +109,7 @@ def test_dynamics_perturbation_draws_within_the_intervals(tmp_path, no_calibrati
 
     pert = Dynamics(DynamicsConfig(intensity=1.0, seed=4))
     assert pert.widths()["damping_factor"] == 3.0
-    A.activate(A.load_calibration(ArtifactStore(tmp_path), commit_calibration(tmp_path)))
+    R.activate(A.load_calibration(ArtifactStore(tmp_path), commit_calibration(tmp_path)))
     widths = pert.widths()
     assert widths["damping_factor"] == pytest.approx(1 / 0.99)
     assert widths["friction_factor"] == 2.0          # contact friction is not fitted
@@ -129,10 +130,10 @@ def test_a_malformed_calibration_is_refused(tmp_path, no_calibration, monkeypatc
     with pytest.raises(ArtifactError, match="unknown artifact id 'deadbeef'"):
         A.load_calibration(ArtifactStore(tmp_path), "deadbeef")
     with pytest.raises(ArtifactError, match="unknown parameters .'mass'."):
-        A.SimCalibration.from_dict({"id": "x", "values": {"mass": 1.0}})
-    monkeypatch.setenv(A.ENV_VAR, "{not json")
-    with pytest.raises(ArtifactError, match=A.ENV_VAR):
-        A.active()
+        R.SimCalibration.from_dict({"id": "x", "values": {"mass": 1.0}})
+    monkeypatch.setenv(R.ENV_VAR, "{not json")
+    with pytest.raises(ArtifactError, match=R.ENV_VAR):
+        R.active()
 
 
 def test_synth_and_eval_take_a_calibration(tmp_path, no_calibration, capsys):
@@ -150,7 +151,7 @@ def test_synth_and_eval_take_a_calibration(tmp_path, no_calibration, capsys):
                      "--suite", "smoke", "--seed", "3", "--out", str(tmp_path),
                      "--workers", "1", "--max-steps", "60", "--calibration", cal_id[:12]]) == 0
     report_id = capsys.readouterr().out.split()[0]
-    A.activate(None)
+    R.activate(None)
     assert dataset != DATASET_IDS.get(ros_distro(), {}).get(C.TASK_PICK_PLACE)
     assert report_id != REPORT_ID
     store = ArtifactStore(tmp_path)
@@ -179,7 +180,7 @@ def test_a_twin_session_runs_at_its_private_values(tmp_path, no_calibration):
                        "encoder_bias:arm_joint_3: 0.012\n")
     plain = SimSession(SimNodeConfig())
     twin = SimSession(SimNodeConfig(twin_params_file=str(private)))
-    assert twin.backend.calibration.id == A.TWIN_ID
+    assert twin.backend.calibration.id == R.TWIN_ID
     assert twin.backend._calibration_delay == 7
     m, dof = twin.backend.model, twin.backend.index.joint_dof
     assert m.dof_damping[dof[:7]] == pytest.approx(plain.backend.model.dof_damping[dof[:7]] * 1.8)
@@ -198,7 +199,7 @@ def test_rl_finetuning_takes_a_calibration(tmp_path, no_calibration, capsys):
     from clawgym_ros.cli import main as cli_main
     from clawgym_ros.training.rl import FinetuneConfig
 
-    cal = A.SimCalibration("c" * 64, {"damping_scale": 2.0})
+    cal = R.SimCalibration("c" * 64, {"damping_scale": 2.0})
     plain = FinetuneConfig(base_checkpoint="b" * 64, steps=10, seed=0)
     assert "calibration" not in plain.to_json()
     assert "calibration" not in FinetuneConfig.option_names()

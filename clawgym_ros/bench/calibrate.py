@@ -24,10 +24,10 @@ import numpy as np
 
 def bench_calibrate(quick: bool = False, seed: int = 0,
                     twin_timestep: float | None = None) -> dict[str, Any]:
-    from clawgym_ros.calibration import params as P
     from clawgym_ros.calibration.fit import FitConfig, calibrate
     from clawgym_ros.calibration.log import read_log
     from clawgym_ros.calibration.twin import write_twin_log
+    from clawgym_ros.sim import calibration_params as P
 
     seeds = [seed] if quick else [seed + k for k in range(5)]
     duration = 20.0 if quick else 60.0

@@ -131,6 +131,7 @@ def make_excitation(config: ExcitationConfig | None = None) -> Excitation:
         ClawgymError: no collision-free amplitude found (after 20 reductions).
     """
     from clawgym_ros.sim import scene as S
+    from clawgym_ros.sim.calibrated import ContactsBeyondHome
 
     c = config or ExcitationConfig()
     scene = S.load_scene(c.scene)
@@ -147,7 +148,7 @@ def make_excitation(config: ExcitationConfig | None = None) -> Excitation:
         amp[j] = min(amp[j], home[j] - lo - LIMIT_MARGIN, hi - home[j] - LIMIT_MARGIN)
         peak_speed = np.abs(dw * s[:, j] + w * ds[:, j]).max()
         amp[j] = min(amp[j], c.velocity_fraction * ARM_VELOCITY_LIMITS[j] / peak_speed)
-    checker = _CollisionChecker(model, home)
+    checker = ContactsBeyondHome(model, home, C.ARM_JOINTS)
     for _ in range(20):
         pos = home + w[:, None] * s * amp
         if checker.free(pos[:: max(1, int(c.rate_hz // 25))]):
@@ -160,32 +161,3 @@ def make_excitation(config: ExcitationConfig | None = None) -> Excitation:
     info = dataclasses.asdict(c)
     info["amplitudes"] = [round(float(a), 6) for a in amp]
     return Excitation(t=t, position=pos, velocity=vel, home=home, config=info)
-
-
-class _CollisionChecker:
-    """Contacts of the arm at a joint configuration, beyond those it has at home."""
-
-    def __init__(self, model: Any, home: np.ndarray) -> None:
-        import mujoco
-
-        self.mujoco = mujoco
-        self.model = model
-        self.data = mujoco.MjData(model)
-        self.qadr = np.array([model.jnt_qposadr[model.joint(n).id] for n in C.ARM_JOINTS])
-        self.allowed = self._pairs(home)
-
-    def _pairs(self, q: np.ndarray) -> set[tuple[int, int]]:
-        d = self.data
-        d.qpos[:] = self.model.qpos0
-        d.qpos[self.qadr] = q
-        self.mujoco.mj_kinematics(self.model, d)
-        self.mujoco.mj_collision(self.model, d)
-        out = set()
-        for i in range(d.ncon):
-            con = d.contact[i]
-            if con.dist < 0.005:
-                out.add((int(con.geom1), int(con.geom2)))
-        return out
-
-    def free(self, path: np.ndarray) -> bool:
-        return all(self._pairs(q) <= self.allowed for q in path)

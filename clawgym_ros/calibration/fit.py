@@ -54,8 +54,8 @@ import numpy as np
 
 from clawgym_ros import constants as C
 from clawgym_ros.calibration.log import LogError, RobotLog
-from clawgym_ros.calibration.params import BIAS_PREFIX, PARAMS, PHYSICS
 from clawgym_ros.calibration.replay import Prediction, Replay, observe
+from clawgym_ros.sim.calibration_params import BIAS_PREFIX, PARAMS, PHYSICS
 
 Z95 = 1.959963984540054
 GROUPS = ("position", "velocity", "effort")

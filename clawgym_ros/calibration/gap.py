@@ -67,15 +67,7 @@ def measure_gap(out: str | Path, cfg: GapConfig | None = None,
     """Run the measurement in run directory ``out`` (module docstring); the summary dict."""
     os.environ.setdefault("MUJOCO_GL", "egl")
     from clawgym_ros.artifacts import ArtifactStore
-    from clawgym_ros.calibration import params as P
-    from clawgym_ros.calibration.apply import (
-        OPTION_KEY,
-        TWIN_ID,
-        SimCalibration,
-        activate,
-        load_calibration,
-        split_values,
-    )
+    from clawgym_ros.calibration.apply import load_calibration
     from clawgym_ros.calibration.artifact import commit_calibration
     from clawgym_ros.calibration.excitation import ExcitationConfig, make_excitation
     from clawgym_ros.calibration.fit import FitConfig, calibrate
@@ -86,6 +78,14 @@ def measure_gap(out: str | Path, cfg: GapConfig | None = None,
     from clawgym_ros.evaluation.workers import run_specs
     from clawgym_ros.orchestration.synthesis import SynthRequest, synthesize
     from clawgym_ros.ros_io.eval_free import run_free_graph
+    from clawgym_ros.sim import calibration_params as P
+    from clawgym_ros.sim.active_calibration import (
+        OPTION_KEY,
+        TWIN_ID,
+        SimCalibration,
+        activate,
+        split_values,
+    )
     from clawgym_ros.tasks.registry import get_task
     from clawgym_ros.training.bc import train
     from clawgym_ros.training.config import TrainConfig
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         f.name: getattr(args, f.name) for f in dataclasses.fields(GapConfig)
         if f.name not in ("seed", "hidden") and getattr(args, f.name) is not None}
     if args.hidden:
-        from clawgym_ros.calibration.apply import load_twin_file
+        from clawgym_ros.sim.active_calibration import load_twin_file
 
         changes["hidden"] = tuple(sorted(load_twin_file(args.hidden).items()))
     summary = measure_gap(args.out, dataclasses.replace(cfg, **changes))

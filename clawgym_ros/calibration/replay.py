@@ -1,4 +1,5 @@
-"""Replay a recorded log's commands in MuJoCo at given parameter values.
+"""Replay a recorded log's commands in the simulator at given parameter values (MuJoCo,
+through :mod:`clawgym_ros.sim.active_calibration`).
 
 The model is the scene's (``clawgym_ros.sim.scene.build_spec``). The replay starts from the log's
 first joint state (and first object poses), applies the recorded commands as the arm's
@@ -9,7 +10,7 @@ is smooth in the latency) - and returns positions and velocities at the joint st
 q) + kv (qd* - qd) with the command in effect at that instant, clamped to the joint's effort
 limit (what the robot's effort reading is; the step-averaged control would put half of a
 switch's jump on a sample taken just before it). The fingers hold their first recorded
-opening. Rollouts run in C (``mujoco.rollout``), several parameter sets in one batch.
+opening. Rollouts run in C (``sim.calibrated.BatchRollout``), several parameter sets in one batch.
 
 When the log's objects never move (no object pose topic, or every object within 1 mm of its
 start), contacts are switched off: the excitation is collision-free, and a replay is then
@@ -28,59 +29,17 @@ import numpy as np
 
 from clawgym_ros import constants as C
 from clawgym_ros.calibration.log import LogError, RobotLog
-from clawgym_ros.calibration.params import BIAS_PREFIX, PARAMS
+from clawgym_ros.sim.calibrated import (
+    BatchRollout,
+    ModelParams,
+    build_model,
+    disable_contacts,
+    full_state,
+)
+from clawgym_ros.sim.calibration_params import BIAS_PREFIX
 
 #: objects that moved less than this (m) count as still
 STILL_M = 1e-3
-
-
-def build_model(scene_name: str = C.SCENE_TABLETOP, timestep: float | None = None,
-                objects: bool = True) -> Any:
-    """The scene's MjModel (optionally without its objects, or with another physics step)."""
-    from clawgym_ros.sim import scene as S
-
-    scene = S.load_scene(scene_name)
-    if not objects:
-        scene = dataclasses.replace(scene, objects=())
-    spec = S.build_spec(scene)
-    if timestep is not None:
-        spec.option.timestep = timestep
-    return spec.compile()
-
-
-class ModelParams:
-    """Sets a model's physical parameters (``params.PHYSICS`` kinds) relative to its defaults."""
-
-    def __init__(self, model: Any) -> None:
-        import mujoco
-
-        m = model
-        self.arm_dof = np.array([m.jnt_dofadr[m.joint(n).id] for n in C.ARM_JOINTS])
-        arm_ids = {m.joint(n).id for n in C.ARM_JOINTS}
-        self.arm_act = np.array([a for a in range(m.nu) if m.actuator_trnid[a, 0] in arm_ids])
-        free = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
-        self.object_bodies = np.array([m.jnt_bodyid[j] for j in free], dtype=int)
-        self.defaults = {k: getattr(m, k).copy() for k in (
-            "dof_frictionloss", "dof_damping", "dof_armature", "actuator_gainprm",
-            "actuator_biasprm", "body_mass", "body_inertia")}
-
-    def apply(self, model: Any, values: Mapping[str, float]) -> None:
-        """Set ``model``'s fields from the defaults and ``values`` (missing = nominal)."""
-        dft = self.defaults
-        for key, arr in dft.items():
-            getattr(model, key)[:] = arr
-        v = {n: values.get(n, PARAMS[n].nominal) for n in PARAMS}
-        dof = self.arm_dof
-        model.dof_frictionloss[dof] = v["joint_friction"]
-        model.dof_damping[dof] = dft["dof_damping"][dof] * v["damping_scale"]
-        model.dof_armature[dof] = dft["dof_armature"][dof] * v["armature_scale"]
-        act = self.arm_act
-        g = v["actuator_gain_scale"]
-        model.actuator_gainprm[act, 0] = dft["actuator_gainprm"][act, 0] * g
-        model.actuator_biasprm[act, 1:3] = dft["actuator_biasprm"][act, 1:3] * g
-        b = self.object_bodies
-        model.body_mass[b] = dft["body_mass"][b] * v["object_mass_scale"]
-        model.body_inertia[b] = dft["body_inertia"][b] * v["object_mass_scale"]
 
 
 @dataclasses.dataclass
@@ -113,15 +72,12 @@ class Replay:
     """
 
     def __init__(self, log: RobotLog, scene: str = C.SCENE_TABLETOP, threads: int = 2) -> None:
-        import mujoco
-
-        self.mujoco = mujoco
         self.log = log
         self.moved = objects_moved(log)
         self.contacts = self.moved > STILL_M
         self.model = build_model(scene, objects=self.contacts)
         if not self.contacts:
-            self.model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+            disable_contacts(self.model)
         m = self.model
         self.params = ModelParams(m)
         self.dt = float(m.opt.timestep)
@@ -130,7 +86,7 @@ class Replay:
         self.s = log.t - log.t[0]
         self.nstep = int(np.ceil(self.s[-1] / self.dt)) + 2
         self.threads = max(1, threads)
-        self.datas = [mujoco.MjData(m) for _ in range(self.threads)]
+        self.rollout = BatchRollout(m, self.threads)
         self.initial = self._initial_state(scene)
         # command values (arm targets, arm velocities) and their running integral
         self.cmd_s = log.cmd_t - log.t[0]
@@ -138,7 +94,6 @@ class Replay:
                                      log.cmd_velocity[:, self.cmd_cols]], axis=1)
         steps = np.diff(self.cmd_s)[:, None] * self.cmd_u[:-1]
         self.cmd_int = np.concatenate([np.zeros((1, 14)), np.cumsum(steps, axis=0)])
-        self.state_spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
         self.qpos_off = 1
         self.qvel_off = 1 + m.nq
         self.arm_q = np.array([m.jnt_qposadr[m.joint(n).id] for n in C.ARM_JOINTS])
@@ -150,21 +105,21 @@ class Replay:
     def _initial_state(self, scene_name: str) -> np.ndarray:
         from clawgym_ros.sim import scene as S
 
-        mujoco, m, log = self.mujoco, self.model, self.log
-        d = mujoco.MjData(m)
-        d.qpos[:] = m.qpos0
+        m, log = self.model, self.log
+        qpos = m.qpos0.copy()
+        qvel = np.zeros(m.nv)
         q0 = log.position[0]
         v0 = np.nan_to_num(log.velocity[0])
         for k, name in enumerate(C.ARM_JOINTS):
             j = m.joint(name).id
-            d.qpos[m.jnt_qposadr[j]] = q0[self.cols[k]]
-            d.qvel[m.jnt_dofadr[j]] = v0[self.cols[k]]
+            qpos[m.jnt_qposadr[j]] = q0[self.cols[k]]
+            qvel[m.jnt_dofadr[j]] = v0[self.cols[k]]
         scene = S.load_scene(scene_name)
         fingers = [log.joint_names.index(n) for n in C.GRIPPER_JOINTS if n in log.joint_names]
         width = (q0[fingers] if len(fingers) == 2 else
                  np.full(2, scene.robot.gripper_home / 2))
         for k, name in enumerate(C.GRIPPER_JOINTS):
-            d.qpos[m.jnt_qposadr[m.joint(name).id]] = width[k]
+            qpos[m.jnt_qposadr[m.joint(name).id]] = width[k]
         self.finger_ctrl = np.asarray(width, dtype=np.float64)
         if self.contacts:
             names = [o.name for o in scene.objects]
@@ -174,11 +129,8 @@ class Replay:
                                f"{scene.name} has {len(names)} objects ({', '.join(names)})")
             for i, name in enumerate(names):
                 adr = m.jnt_qposadr[m.joint(f"{name}_joint").id]
-                d.qpos[adr:adr + 7] = log.object_poses[0, i]
-        mujoco.mj_forward(m, d)
-        out = np.empty(mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_FULLPHYSICS))
-        mujoco.mj_getState(m, d, out, mujoco.mjtState.mjSTATE_FULLPHYSICS)
-        return out
+                qpos[adr:adr + 7] = log.object_poses[0, i]
+        return full_state(m, qpos, qvel)
 
     def controls(self, latency: float, on_steps: bool = False) -> np.ndarray:
         """(nstep, nu) controls: each physics step's time average of the delayed commands
@@ -215,11 +167,7 @@ class Replay:
             models.append(model)
             controls.append(self.controls(float(values.get("command_latency_s", 0.0)),
                                           on_steps))
-        from mujoco import rollout
-
-        state, _ = rollout.rollout(
-            models, self.datas[:min(self.threads, len(models))], self.initial[None],
-            np.stack(controls), nstep=self.nstep)
+        state = self.rollout.run(models, self.initial, np.stack(controls), self.nstep)
         return [self._sample(state[b], models[b], float(batch[b].get("command_latency_s", 0.0)))
                 for b in range(len(models))]
 

@@ -31,8 +31,8 @@ import numpy as np
 from clawgym_ros import constants as C
 from clawgym_ros.calibration.excitation import Excitation
 from clawgym_ros.calibration.log import encode_log
-from clawgym_ros.calibration.params import BIAS_PREFIX
-from clawgym_ros.calibration.replay import ModelParams, build_model
+from clawgym_ros.sim.calibrated import ModelParams, build_model
+from clawgym_ros.sim.calibration_params import BIAS_PREFIX
 
 #: (position rad, velocity rad/s, effort N m) standard deviations of the twin's sensor noise
 NOISE = (5e-5, 2e-3, 0.05)
@@ -85,13 +85,13 @@ def record(excitation: Excitation, truth: dict[str, float], *, seed: int = 0,
         start_stamp: the robot clock at the excitation's start, s.
         timestep: physics step (default: the scene's); a multiple of 1 ms.
     """
-    import mujoco
-
     from clawgym_ros.sim import scene as S
+    from clawgym_ros.sim.world import MujocoPhysics
 
     model = build_model(scene, timestep=timestep)
     ModelParams(model).apply(model, truth)
-    data = mujoco.MjData(model)
+    physics = MujocoPhysics(model)
+    data = physics.data
     spec = S.load_scene(scene)
     arm_q = np.array([model.jnt_qposadr[model.joint(n).id] for n in C.ARM_JOINTS])
     joints = (*C.ARM_JOINTS, *C.GRIPPER_JOINTS)
@@ -104,7 +104,7 @@ def record(excitation: Excitation, truth: dict[str, float], *, seed: int = 0,
     data.ctrl[:7] = excitation.position[0]
     data.ctrl[7:14] = excitation.velocity[0]
     data.ctrl[14:16] = finger
-    mujoco.mj_forward(model, data)
+    physics.forward()
     obj_adr = [model.jnt_qposadr[model.joint(f"{o.name}_joint").id] for o in spec.objects]
     ms = 1e-3
     dt = float(model.opt.timestep)
@@ -132,7 +132,7 @@ def record(excitation: Excitation, truth: dict[str, float], *, seed: int = 0,
     while now <= total_ms:
         apply_commands(now)
         if now % state_every == 0:
-            mujoco.mj_forward(model, data)
+            physics.forward()
             t_js.append(now * ms)
             pos.append(data.qpos[q_adr] + bias)
             vel.append(data.qvel[v_adr].copy())
@@ -145,13 +145,13 @@ def record(excitation: Excitation, truth: dict[str, float], *, seed: int = 0,
             # split the step at the command's switch time
             split = int(cmd_ms[next_cmd] - now)
             model.opt.timestep = split * ms
-            mujoco.mj_step(model, data)
+            physics.step()
             apply_commands(now + split)
             model.opt.timestep = (sub - split) * ms
-            mujoco.mj_step(model, data)
+            physics.step()
             model.opt.timestep = dt
         else:
-            mujoco.mj_step(model, data)
+            physics.step()
         now += sub
     pos, vel, eff = (np.array(a) for a in (pos, vel, eff))
     pos += rng.normal(0.0, noise[0], pos.shape)

@@ -48,12 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from clawgym_ros.artifacts import ArtifactStore
-    from clawgym_ros.calibration import params as P
     from clawgym_ros.calibration.artifact import commit_calibration
     from clawgym_ros.calibration.fit import FitConfig, calibrate
     from clawgym_ros.calibration.log import read_log
     from clawgym_ros.config import check_choice, check_int
     from clawgym_ros.errors import ClawgymError
+    from clawgym_ros.sim import calibration_params as P
 
     check_int("--seed", args.seed, 0, 2**32 - 1)
     check_int("--starts", args.starts, 1, 20)

@@ -23,7 +23,7 @@ class EvalConfig:
         workers: rollout worker processes (in_process mode).
         checkpoint_id: artifact id of the evaluated checkpoint ("" when not from the store).
         calibration: id of the calibration the simulator ran at ("" = none; the caller
-            activates it, :mod:`clawgym_ros.calibration.apply`).
+            activates it, :mod:`clawgym_ros.sim.active_calibration`).
         metrics: thresholds and constants of the metrics.
     """
 

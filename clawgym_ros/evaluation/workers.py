@@ -105,7 +105,7 @@ def _runner(source: PolicySource, options: RolloutOptions) -> Runner:
 
 def _calibration() -> dict[str, Any] | None:
     """The caller's active calibration (workers run at it), as a picklable mapping."""
-    from clawgym_ros.calibration.apply import active
+    from clawgym_ros.sim.active_calibration import active
 
     cal = active()
     return None if cal is None else cal.to_dict()
@@ -113,7 +113,7 @@ def _calibration() -> dict[str, Any] | None:
 
 def _run(source: PolicySource, options: RolloutOptions, spec: EpisodeSpec,
          calibration: dict[str, Any] | None = None) -> tuple[dict[str, Any], tuple[Any, ...]]:
-    from clawgym_ros.calibration.apply import activate
+    from clawgym_ros.sim.active_calibration import activate
 
     activate(calibration)
     # The record travels as its JSON form; its failure states (numpy snapshots, not part of

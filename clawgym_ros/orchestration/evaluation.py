@@ -54,7 +54,7 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
     from clawgym_ros.report.build import write_report
 
     options = options or RolloutOptions()
-    from clawgym_ros.calibration.apply import active
+    from clawgym_ros.sim.active_calibration import active
 
     calibration = active()
     if calibration is not None and not cfg.calibration:

@@ -89,7 +89,7 @@ def synthesize(request: SynthRequest, progress: ProgressCallback | None = None,
     options: dict[str, Any] = dict(request.options)
     if request.images:
         options["images"] = True
-    from clawgym_ros.calibration.apply import OPTION_KEY, active
+    from clawgym_ros.sim.active_calibration import OPTION_KEY, active
 
     calibration = active()
     if calibration is not None and OPTION_KEY not in options:

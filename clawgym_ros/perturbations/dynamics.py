@@ -6,7 +6,7 @@ Model (``s`` = episode intensity; factors at intensity 1): each scale is drawn l
 masses between half and double the default, and at intensity 0 every scale is 1. The command
 latency is ``latency_s * s * U(0, 1)`` seconds.
 
-Under a calibration (``--calibration ID``; :mod:`clawgym_ros.calibration.apply`) the backend's
+Under a calibration (``--calibration ID``; :mod:`clawgym_ros.sim.active_calibration`) the backend's
 defaults are the fitted values, so the scales draw around them, and the widths of the fitted
 parameters come from their 95% intervals instead of the config: the mass, damping and actuator
 gain factors are those whose ``[v/f, v f]`` covers the interval of object mass, arm damping and
@@ -71,7 +71,7 @@ class Dynamics(Perturbation):
         out = {"mass_factor": c.mass_factor, "friction_factor": c.friction_factor,
                "damping_factor": c.damping_factor,
                "actuator_gain_factor": c.actuator_gain_factor, "latency_s": c.latency_s}
-        from clawgym_ros.calibration.apply import active, perturbation_factors
+        from clawgym_ros.sim.active_calibration import active, perturbation_factors
 
         cal = active()
         if cal is not None:

@@ -16,7 +16,7 @@ command):
 * ``base_twist`` (2,) - mobile base (linear m/s, angular rad/s), turned into wheel speeds.
 
 Calibration: the backend runs at the active calibration's fitted values
-(:mod:`clawgym_ros.calibration.apply`; ``--calibration ID`` of the commands), or at
+(:mod:`clawgym_ros.sim.active_calibration`; ``--calibration ID`` of the commands), or at
 :class:`MujocoConfig` ``calibration``'s: joint friction, damping, armature, arm servo gains and
 object masses are set on the model before its defaults are recorded (resets and the dynamics
 perturbation then work around them), and commands take effect the fitted latency later, rounded
@@ -240,21 +240,21 @@ class MujocoBackend(SimBackend):
     def _wanted_calibration(self) -> Any:
         if self.config.calibration is not None:
             return self.config.calibration
-        from clawgym_ros.calibration.apply import active
+        from clawgym_ros.sim.active_calibration import active
 
         return active()
 
     def _set_calibration(self, cal: Any) -> None:
         """Set the model to calibration ``cal`` (None: as compiled) and record the result as
         the defaults that resets and perturbations restore."""
-        from clawgym_ros.calibration.apply import split_values
+        from clawgym_ros.sim.active_calibration import split_values
 
         if cal is None and self._calibration is None:
             return
         m = self.model
         if self.scene.robot.is_arm:
             if self._model_params is None:
-                from clawgym_ros.calibration.replay import ModelParams
+                from clawgym_ros.sim.calibrated import ModelParams
 
                 self._model_params = ModelParams(m)
             if cal is None:
@@ -274,7 +274,7 @@ class MujocoBackend(SimBackend):
 
     @property
     def calibration(self) -> Any:
-        """The :class:`~clawgym_ros.calibration.apply.SimCalibration` the model runs at, or
+        """The :class:`~clawgym_ros.sim.active_calibration.SimCalibration` the model runs at, or
         None."""
         return self._calibration
 

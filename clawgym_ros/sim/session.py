@@ -135,11 +135,11 @@ class SimNodeConfig:
         """The stand-in robot's hidden values of ``twin_params_file`` ({} without one).
 
         Raises:
-            ConfigError: the file (see :func:`clawgym_ros.calibration.apply.load_twin_file`).
+            ConfigError: the file (see :func:`clawgym_ros.sim.active_calibration.load_twin_file`).
         """
         if not self.twin_params_file:
             return {}
-        from clawgym_ros.calibration.apply import load_twin_file
+        from clawgym_ros.sim.active_calibration import load_twin_file
 
         return load_twin_file(self.twin_params_file)
 
@@ -265,7 +265,12 @@ class SimSession:
         """Run this process's simulators at a stand-in robot's hidden values (the physical
         ones, the latency as a sub-step delay) and report joint positions with its encoder
         biases; only this process knows them."""
-        from clawgym_ros.calibration.apply import TWIN_ID, SimCalibration, activate, split_values
+        from clawgym_ros.sim.active_calibration import (
+            TWIN_ID,
+            SimCalibration,
+            activate,
+            split_values,
+        )
 
         activate(SimCalibration(TWIN_ID, values))
         bias = split_values(values)[2]

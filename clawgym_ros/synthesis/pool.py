@@ -122,7 +122,7 @@ def run_episode(generate: Generator, signoff: Signoff, encode: Encoder | None,
     or encoder exception propagates (it is a configuration or code error, not a bad episode).
     """
     # the simulator runs at the spec's calibration (part of the dataset's id), or at none
-    from clawgym_ros.calibration.apply import OPTION_KEY, activate
+    from clawgym_ros.sim.active_calibration import OPTION_KEY, activate
 
     activate(spec.options.get(OPTION_KEY))
     try:

@@ -167,7 +167,7 @@ class ResidualEnv(gym.Env):
         from clawgym_ros.training.checkpoint import load_checkpoint
 
         torch.set_num_threads(1)
-        from clawgym_ros.calibration.apply import activate
+        from clawgym_ros.sim.active_calibration import activate
 
         activate(cfg.calibration or None)      # this env's process simulates at it
         self.cfg = cfg
@@ -307,7 +307,7 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     from torch import nn
 
     from clawgym_ros.artifacts import ArtifactStore
-    from clawgym_ros.calibration.apply import active
+    from clawgym_ros.sim.active_calibration import active
     from clawgym_ros.training import checkpoint as ckpt
 
     calibration = active()
