@@ -303,6 +303,9 @@ class EpisodeScorer:
         if limits is not None:
             self._bounds = (np.asarray(limits[0]) - LIMIT_SLACK,
                             np.asarray(limits[1]) + LIMIT_SLACK)
+            # The same float64 bounds as Python floats: a per-step check of a few joints
+            # compares them in Python, cheaper than four numpy calls.
+            self._bound_pairs = list(zip(self._bounds[0].tolist(), self._bounds[1].tolist()))
 
     def _event(self, kind: str, active: bool) -> None:
         # Count episodes of violation (rising edges), not steps: one long contact is one event.
@@ -317,26 +320,30 @@ class EpisodeScorer:
         # far from overflowing float64), much cheaper than isfinite per array element.
         total = 0.0
         for value in state.values():
-            arr = np.asarray(value)
+            arr = value if type(value) is np.ndarray else np.asarray(value)
             if arr.dtype != np.uint8:
-                total += float(arr.sum())
+                total += float(np.add.reduce(arr, axis=None))  # arr.sum() without its wrapper
         finite = math.isfinite(total)
         self._event("nan", not finite)
         if not finite:
             return False
         if C.OBS_TOOL_POSE in state:
-            pos = np.asarray(state[C.OBS_TOOL_POSE][:3], dtype=float)
+            pos = np.array(state[C.OBS_TOOL_POSE][:3], dtype=float)  # a copy
         elif C.OBS_ODOM in state:
             odom = state[C.OBS_ODOM]
             pos = np.array([odom[0], odom[1], 0.0])
         else:
             pos = np.zeros(3)
         self.times.append(float(t))
-        self.positions.append(pos.copy())
+        self.positions.append(pos)
         if self.limits is not None and C.OBS_JOINT_POS in state:
             q = np.asarray(state[C.OBS_JOINT_POS])
-            lo, hi = self._bounds
-            self._event("joint_limit", bool((q < lo).any() or (q > hi).any()))
+            if q.shape == self._bounds[0].shape:
+                out = any(v < lo or v > hi for v, (lo, hi) in zip(q.tolist(), self._bound_pairs))
+            else:
+                lo, hi = self._bounds
+                out = bool((q < lo).any() or (q > hi).any())
+            self._event("joint_limit", out)
         self._event("contact_force", contact_force > self.max_contact_force)
         self._event("collision", bool(collision))
         return True
