@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -71,6 +72,34 @@ def configure_and_activate(node, executor, target: str, tmp_path: Path,
         future = change.call_async(ChangeState.Request(transition=Transition(id=transition)))
         assert spin_until(executor, future.done, timeout), read_logs(tmp_path)
         assert future.result().success, read_logs(tmp_path)
+
+
+@contextlib.contextmanager
+def trainer_action(procs, rclpy_context, tmp_path: Path, client_name: str,
+                   node_args: list[str] | None = None, pythonpath: str = ""):
+    """trainer_node started in this test's domain (``node_args`` after ``--ros-args``),
+    configured and activated; yields ``(executor, Train action client)`` and cleans up."""
+    from rclpy.action import ActionClient
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+
+    from clawgym_interfaces.action import Train
+    from clawgym_ros import constants as C
+
+    procs.env["PYTHONPATH"] = pythonpath or str(ROOT)
+    procs.start_module("trainer", "clawgym_ros.nodes.trainer_node",
+                       ["--ros-args", *(node_args or [])])
+    node = Node(client_name, context=rclpy_context)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(node)
+    try:
+        configure_and_activate(node, executor, C.NODE_TRAINER, tmp_path, 60.0)
+        action = ActionClient(node, Train, C.ACTION_TRAIN)
+        assert action.wait_for_server(timeout_sec=20.0), read_logs(tmp_path)
+        yield executor, action
+    finally:
+        executor.shutdown()
+        node.destroy_node()
 
 
 def tiny_suite_yaml(episodes: int, description: str) -> str:

@@ -185,28 +185,17 @@ def test_policy_options_json_is_read_strictly():
 def test_trainer_node_trains_a_plugin_with_the_goals_options(plugin, procs, rclpy_context,
                                                              tmp_path):
     from action_msgs.msg import GoalStatus
-    from rclpy.action import ActionClient
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.node import Node
 
     from clawgym_interfaces.action import Train
     from clawgym_ros.training.synthetic import synthetic_dataset
-    from test.conftest import configure_and_activate, read_logs, spin_until
+    from test.conftest import read_logs, spin_until, trainer_action
 
     store = ArtifactStore(tmp_path / "run")
     dataset = synthetic_dataset(store, rows=1200, episode_len=40, groups=2)
-    procs.env["PYTHONPATH"] = f"{ROOT}:{plugin}"
-    procs.start_module("trainer", "clawgym_ros.nodes.trainer_node", [
-        "--ros-args", "-p", "log_interval:=10", "-p", "val_interval:=10",
-        "-p", "batch_size:=32", "-p", "checkpoint_interval:=20"])
-    node = Node("train_options_client", context=rclpy_context)
-    executor = SingleThreadedExecutor(context=rclpy_context)
-    executor.add_node(node)
-    try:
-        configure_and_activate(node, executor, C.NODE_TRAINER, tmp_path, 60.0)
-        action = ActionClient(node, Train, C.ACTION_TRAIN)
-        assert action.wait_for_server(timeout_sec=20.0)
-
+    args = ["-p", "log_interval:=10", "-p", "val_interval:=10", "-p", "batch_size:=32",
+            "-p", "checkpoint_interval:=20"]
+    with trainer_action(procs, rclpy_context, tmp_path, "train_options_client", args,
+                        pythonpath=f"{ROOT}:{plugin}") as (executor, action):
         def run(options_json: str):
             goal = Train.Goal(dataset_ids=[dataset.id], steps=20, seed=1, policy=PLUGIN,
                               policy_options_json=options_json, run_dir=str(store.run_dir))
@@ -227,6 +216,3 @@ def test_trainer_node_trains_a_plugin_with_the_goals_options(plugin, procs, rclp
         assert not response.result.success
         assert "policy_options.delta" in response.result.message, response.result.message
         assert len(store.list(C.KIND_CHECKPOINT)) == 1
-    finally:
-        executor.shutdown()
-        node.destroy_node()

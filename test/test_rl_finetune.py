@@ -197,28 +197,17 @@ def test_trainer_node_finetune_goal_commits_what_the_cli_commits(bc_run, capsys,
     import json
 
     from action_msgs.msg import GoalStatus
-    from rclpy.action import ActionClient
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.node import Node
 
     from clawgym_interfaces.action import Train
-    from test.conftest import ROOT, configure_and_activate, read_logs, spin_until
+    from test.conftest import read_logs, spin_until, trainer_action
 
     root, base_id = bc_run
     code, expected, err = _finetune(capsys, root, base_id)
     assert code == 0, err
     options = {k: float(v) if "." in v else int(v)
                for k, v in (opt.split("=") for opt in SMALL[1::2])}
-    procs.env["PYTHONPATH"] = str(ROOT)
-    procs.start_module("trainer", "clawgym_ros.nodes.trainer_node", [])
-    node = Node("finetune_client", context=rclpy_context)
-    executor = SingleThreadedExecutor(context=rclpy_context)
-    executor.add_node(node)
-    try:
-        configure_and_activate(node, executor, C.NODE_TRAINER, tmp_path, 60.0)
-        action = ActionClient(node, Train, C.ACTION_TRAIN)
-        assert action.wait_for_server(timeout_sec=20.0)
-
+    with trainer_action(procs, rclpy_context, tmp_path, "finetune_client") as (executor,
+                                                                               action):
         def send(task: str, feedback: list):
             goal = Train.Goal(steps=256, seed=0, init_checkpoint_id=base_id[:12],
                               run_dir=str(root), finetune="rl", task=task, workers=1,
@@ -237,6 +226,3 @@ def test_trainer_node_finetune_goal_commits_what_the_cli_commits(bc_run, capsys,
         response = send("juggling", [])
         assert response.status == GoalStatus.STATUS_ABORTED
         assert "juggling" in response.result.message and "\n" not in response.result.message
-    finally:
-        executor.shutdown()
-        node.destroy_node()

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from test.conftest import ROOT, configure_and_activate, read_logs, spin_until
+from test.conftest import ROOT, read_logs, spin_until, trainer_action
 
 pytestmark = pytest.mark.ros
 pytest.importorskip("torch")
@@ -65,9 +65,6 @@ def test_trainer_defaults_live_in_train_config_and_the_yaml_holds_only_reasoned_
 
 def test_train_action_across_processes(procs, rclpy_context, tmp_path):
     from action_msgs.msg import GoalStatus
-    from rclpy.action import ActionClient
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.node import Node
 
     from clawgym_interfaces.action import Train
     from clawgym_interfaces.msg import GroupWeight
@@ -79,19 +76,10 @@ def test_train_action_across_processes(procs, rclpy_context, tmp_path):
     dataset = synthetic_dataset(store, rows=2000, episode_len=40, groups=2)
     group = "pick_place/t0/none"
 
-    procs.env["PYTHONPATH"] = str(ROOT)
-    procs.start_module("trainer", "clawgym_ros.nodes.trainer_node", [
-        "--ros-args", "-p", "log_interval:=10", "-p", "val_interval:=20",
-        "-p", "batch_size:=32", "-p", "checkpoint_interval:=20"])
-    node = Node("train_client", context=rclpy_context)
-    executor = SingleThreadedExecutor(context=rclpy_context)
-    executor.add_node(node)
-    try:
-        configure_and_activate(node, executor, C.NODE_TRAINER, tmp_path, 60.0)
-
-        action = ActionClient(node, Train, C.ACTION_TRAIN)
-        assert action.wait_for_server(timeout_sec=20.0)
-
+    args = ["-p", "log_interval:=10", "-p", "val_interval:=20", "-p", "batch_size:=32",
+            "-p", "checkpoint_interval:=20"]
+    with trainer_action(procs, rclpy_context, tmp_path, "train_client", args) as (executor,
+                                                                                  action):
         def send(steps: int, feedback: list):
             goal = Train.Goal(dataset_ids=[dataset.id[:16]], steps=steps, seed=4,
                               group_weights=[GroupWeight(group=group, value=2.0)],
@@ -134,6 +122,3 @@ def test_train_action_across_processes(procs, rclpy_context, tmp_path):
         assert response.status == GoalStatus.STATUS_CANCELED
         assert "cancelled at step" in response.result.message
         assert len(store.list(C.KIND_CHECKPOINT)) == 1
-    finally:
-        executor.shutdown()
-        node.destroy_node()

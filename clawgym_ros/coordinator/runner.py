@@ -67,6 +67,11 @@ class SynthesizeGoal:
     from_report: str = ""
 
 
+def options_json(options: Mapping[str, Any]) -> str:
+    """Settings as an action goal's JSON-object field: "" when there are none."""
+    return json.dumps(dict(options), sort_keys=True) if options else ""
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainGoal:
     """What a Train action goal carries (group weights resolved to dataset groups)."""
@@ -86,10 +91,9 @@ class TrainGoal:
 
     @property
     def policy_options_json(self) -> str:
-        """The Train action's ``policy_options_json``: a JSON object, "" when there are none
-        (what the trainer reads back with
+        """The Train action's ``policy_options_json`` (what the trainer reads back with
         :func:`~clawgym_ros.training.registry.policy_options_from_json`)."""
-        return json.dumps(self.policy_options, sort_keys=True) if self.policy_options else ""
+        return options_json(self.policy_options)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,8 +112,8 @@ class FinetuneGoal:
 
     @property
     def options_json(self) -> str:
-        """The Train action's ``finetune_options_json`` ("" when there are none)."""
-        return json.dumps(self.options, sort_keys=True) if self.options else ""
+        """The Train action's ``finetune_options_json``."""
+        return options_json(self.options)
 
 
 @dataclasses.dataclass(frozen=True)
