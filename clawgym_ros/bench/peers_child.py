@@ -54,11 +54,20 @@ def robosuite_lift(steps: int, seed: int) -> dict:
             if env.step(rng.uniform(low, high))[2]:       # done (its horizon)
                 env.reset()
 
-        n = camera_steps(steps) if camera else steps
-        rate = _rate(step, n, max(n // 10, 5))
+        _measure(out, step, steps, camera, substeps)
         env.close()
-        out["camera_control_steps_per_s" if camera else "control_steps_per_s"] = round(rate, 1)
-        out["physics_steps_per_control_step"] = substeps
+    return _with_physics_rate(out)
+
+
+def _measure(out: dict, step, steps: int, camera: bool, substeps: int) -> None:
+    """Time ``step`` (fewer steps with a camera) into ``out``'s control-step rate."""
+    n = camera_steps(steps) if camera else steps
+    rate = _rate(step, n, max(n // 10, 5))
+    out["camera_control_steps_per_s" if camera else "control_steps_per_s"] = round(rate, 1)
+    out["physics_steps_per_control_step"] = substeps
+
+
+def _with_physics_rate(out: dict) -> dict:
     out["physics_steps_per_s"] = round(out["control_steps_per_s"]
                                        * out["physics_steps_per_control_step"], 1)
     return out
@@ -85,14 +94,9 @@ def metaworld_pick_place(steps: int, seed: int) -> dict:
             if terminated or truncated:                  # 500-step episodes
                 env.reset()
 
-        n = camera_steps(steps) if camera else steps
-        rate = _rate(step, n, max(n // 10, 5))
+        _measure(out, step, steps, camera, substeps)
         env.close()
-        out["camera_control_steps_per_s" if camera else "control_steps_per_s"] = round(rate, 1)
-        out["physics_steps_per_control_step"] = substeps
-    out["physics_steps_per_s"] = round(out["control_steps_per_s"]
-                                       * out["physics_steps_per_control_step"], 1)
-    return out
+    return _with_physics_rate(out)
 
 
 def main(argv: list[str]) -> int:
