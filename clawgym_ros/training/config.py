@@ -34,7 +34,7 @@ DEFAULT_HARDENING_KEYS: tuple[str, ...] = (C.OBS_JOINT_POS, C.OBS_JOINT_VEL, C.O
 #: velocities once made the arm run away (a policy with absolute targets and single-step
 #: actions amplified its own motion); with relative targets and action chunks they are what
 #: tells a state in motion from the same state at rest (pick_place, 30 held-out episodes:
-#: 0.43 without, 0.60 with; docs/notes/training.md).
+#: 0.43 without, 0.60 with; docs/results/2026-12-02-training-recipe-history.md).
 DEFAULT_EXCLUDED_OBS_KEYS: tuple[str, ...] = ()
 
 #: Derived features (see :data:`clawgym_ros.training.policies.FEATURES`; names repeated here
@@ -46,7 +46,7 @@ DEFAULT_FEATURES: tuple[str, ...] = FEATURE_NAMES
 #: AdamW learning rate of the default recipe. pick_place, 295 cube/cylinder demonstrations,
 #: 12,000 cosine steps, 60 held-out nominal episodes: 1e-3 15/60, 3e-3 48/60 (seed 1: 51/60),
 #: 1e-2 51/60, 3e-2 0/60 (diverges); at 4,000 steps 3e-3 42/60, 1e-2 32/60
-#: (docs/notes/training.md, session 4).
+#: (docs/results/2026-12-02-training-recipe-history.md).
 DEFAULT_LR = 3e-3
 #: Samples per optimizer step of the default recipe.
 DEFAULT_BATCH_SIZE = 256

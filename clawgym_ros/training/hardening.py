@@ -11,7 +11,8 @@ Two noise models (``TrainConfig.hardening_noise``):
   (scale-free across keys): noise, independent gaussian per feature; bias, one gaussian offset
   per observation key and sample, shared by the key's features (a calibration error). On
   pick_place, 0.1 feature std is ~0.05 rad on the joints, 15x the evaluation's noise at
-  intensity 0.3, and it took the policy's nominal success from 0.55 to 0 (docs/notes/loop.md).
+  intensity 0.3, and it took the policy's nominal success from 0.55 to 0
+  (docs/results/2026-12-02-loop-demo-ablation-history.md).
 
 Pure torch; randomness only from the caller's generator.
 """
