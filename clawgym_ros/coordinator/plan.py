@@ -442,6 +442,122 @@ def _mixture(cells: Sequence[Mapping[str, Any]], weights: Mapping[str, float],
     return tuple(entries)
 
 
+def _steer_mixture(state: LoopState, report: Mapping[str, Any], cfg: LoopConfig,
+                   reasons: list[str], drivers: dict[str, list[dict[str, Any]]]
+                   ) -> tuple[dict[str, float], dict[str, float]]:
+    """The closed loop's mixture shares and loss weights per group pattern (unfiltered) from
+    the cells' deviations (:func:`cell_deviation`); appends the share changes to
+    ``reasons`` and each cell's gaps to ``drivers``."""
+    weights = dict(state.weights)
+    group_weights: dict[str, float] = {}
+    keys = [cell_key(c) for c in state.cells]
+    devs = [cell_deviation(cell, report, cfg) for cell in state.cells]
+    # Loss weights are relative (the trainer normalizes by their sum): the task factor counts
+    # relative to the least deficient task, so a shortfall every task shares does not push
+    # every group against the max_group_weight cap.
+    least = min(d[0] for d in devs)
+    raw = []
+    for cell, key, (task_dev, own_dev, used) in zip(state.cells, keys, devs):
+        if used:
+            drivers[key] = used
+        raw.append(weights[key] * (1.0 + cfg.mixture_gain * task_dev)
+                   * (1.0 + cfg.mixture_gain * own_dev))
+        pattern = f"{cell['task']}/{T.group_template(cell)}/{cell['family']}"
+        task_factor = ((1.0 + cfg.group_weight_gain * task_dev)
+                       / (1.0 + cfg.group_weight_gain * least))
+        gw = round(min(cfg.max_group_weight,
+                       task_factor * (1.0 + cfg.group_weight_gain * own_dev)), _ROUND)
+        group_weights[pattern] = max(group_weights.get(pattern, 1.0), gw)
+    shares = apply_floor(raw, cfg.mixture_floor)
+    for key, new in zip(keys, shares):
+        old = weights[key]
+        if abs(new - old) > 1e-9:
+            why = ", ".join(f"{d['condition']} (deviation {d['deviation']:g})"
+                            for d in drivers.get(key, ())) or "no gap: relative share"
+            reasons.append(f"mixture {key}: {old:.3f} -> {new:.3f} ({why})")
+    return dict(zip(keys, shares)), group_weights
+
+
+def _adapt_ranges(report: Mapping[str, Any], ranges: dict[str, tuple], cfg: LoopConfig,
+                  reasons: list[str]) -> tuple[dict[str, tuple], dict[str, dict[str, Any]]]:
+    """ADR of every perturbation family's range from its stability at the range's top (see
+    the module docstring); template-family widths are left to the transfer lever. Returns
+    the new ranges and the per-family record; appends one reason per family."""
+    ranges = dict(ranges)
+    adr: dict[str, dict[str, Any]] = {}
+    nominal = nominal_success(report)
+    for family, (low, high) in sorted(ranges.items()):
+        if T.is_width_key(family):
+            continue                 # a template family's width: the transfer lever's
+        stab, note = family_stability(report, family, high)
+        entry = {"before": [low, high], "stability": stab, "note": note}
+        if stab is None:
+            action = "keep"
+        elif nominal is not None and nominal < cfg.adr.min_nominal:
+            action = "keep"
+            note += (f"; nominal success {nominal:.2f} < adr.min_nominal "
+                     f"{cfg.adr.min_nominal:g}: too weak a reference to move the range")
+            entry["note"] = note
+        elif stab >= cfg.adr.widen_threshold:
+            action = "widen"
+            high = min(1.0, round(high + cfg.adr.step, 4))
+        elif stab < cfg.adr.narrow_threshold:
+            action = "narrow"
+            high = max(cfg.adr.min_high, round(high - cfg.adr.step, 4), low)
+        else:
+            action = "keep"
+        ranges[family] = (low, high)
+        entry.update(after=[low, high], action=action)
+        adr[family] = entry
+        shown = "n/a" if stab is None else f"{stab:.2f}"
+        reasons.append(f"range {family}: {action} [{entry['before'][0]:g}, "
+                       f"{entry['before'][1]:g}] -> [{low:g}, {high:g}] (stability {shown}: "
+                       f"{note}; widen >= {cfg.adr.widen_threshold:g}, narrow < "
+                       f"{cfg.adr.narrow_threshold:g})")
+    return ranges, adr
+
+
+def _frozen_groups(report: Mapping[str, Any], cfg: LoopConfig, reasons: list[str]
+                   ) -> tuple[str, ...]:
+    """``freeze_when_functional_met`` while the functional target is met and warm-starting."""
+    functional = _value(report.get("scores", {}).get(C.DIM_FUNCTIONAL))
+    target = cfg.targets.get(C.DIM_FUNCTIONAL)
+    if (cfg.freeze_when_functional_met and cfg.warm_start and target is not None
+            and functional is not None and functional >= target):
+        frozen = cfg.freeze_when_functional_met
+        reasons.append(f"freeze {', '.join(frozen)}: functional {functional:.3f} >= "
+                       f"target {target:g} while warm-starting (keep the nominal skill)")
+        return frozen
+    return ()
+
+
+def _hardening_share(report: Mapping[str, Any], cfg: LoopConfig, reasons: list[str],
+                     drivers: dict[str, list[dict[str, Any]]]) -> float:
+    """The training hardening share from the worst observation-perturbation gap."""
+    dev, hard_gaps = hardening_deviation(report)
+    hardening = round(min(cfg.max_hardening_share,
+                          cfg.hardening_share + cfg.hardening_gain * dev), _ROUND)
+    if hard_gaps:
+        drivers["hardening"] = hard_gaps
+    why = ", ".join(f"{g['condition']} (deviation {g['deviation']:g})"
+                    for g in hard_gaps) or "no gap under an observation perturbation"
+    reasons.append(f"hardening share {hardening:g} = min({cfg.max_hardening_share:g}, "
+                   f"{cfg.hardening_share:g} + {cfg.hardening_gain:g} x {dev:g}) ({why})")
+    return hardening
+
+
+def _seeds(cfg: LoopConfig, iteration: int, recovery: int, rl: int) -> dict[str, int]:
+    """The iteration's seeds (evaluation: one seed for every iteration, paired reports)."""
+    seeds = {"synthesize": derive_seed(cfg.seed, PHASE_SYNTHESIZE, iteration),
+             "train": derive_seed(cfg.seed, PHASE_TRAIN, iteration),
+             "evaluate": derive_seed(cfg.seed, PHASE_EVALUATE, 0)}
+    if recovery:
+        seeds["recover"] = derive_seed(cfg.seed, "recover", iteration)
+    if rl:
+        seeds[PHASE_FINETUNE] = derive_seed(cfg.seed, PHASE_FINETUNE, iteration)
+    return seeds
+
+
 def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfig) -> Plan:
     """Decide the next iteration (or stop) from the latest report.
 
@@ -473,84 +589,17 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
     elif not closed:
         reasons.append("open loop: mixture, ranges and loss weights stay fixed")
     else:
-        keys = [cell_key(c) for c in state.cells]
-        devs = [cell_deviation(cell, report, cfg) for cell in state.cells]
-        # Loss weights are relative (the trainer normalizes by their sum): the task factor
-        # counts relative to the least deficient task, so a shortfall every task shares does
-        # not push every group against the max_group_weight cap.
-        least = min(d[0] for d in devs)
-        raw = []
-        for cell, key, (task_dev, own_dev, used) in zip(state.cells, keys, devs):
-            if used:
-                drivers[key] = used
-            raw.append(weights[key] * (1.0 + cfg.mixture_gain * task_dev)
-                       * (1.0 + cfg.mixture_gain * own_dev))
-            pattern = f"{cell['task']}/{T.group_template(cell)}/{cell['family']}"
-            task_factor = ((1.0 + cfg.group_weight_gain * task_dev)
-                           / (1.0 + cfg.group_weight_gain * least))
-            gw = round(min(cfg.max_group_weight,
-                           task_factor * (1.0 + cfg.group_weight_gain * own_dev)), _ROUND)
-            group_weights[pattern] = max(group_weights.get(pattern, 1.0), gw)
-        shares = apply_floor(raw, cfg.mixture_floor)
-        for key, new in zip(keys, shares):
-            old = weights[key]
-            if abs(new - old) > 1e-9:
-                why = ", ".join(f"{d['condition']} (deviation {d['deviation']:g})"
-                                for d in drivers.get(key, ())) or "no gap: relative share"
-                reasons.append(f"mixture {key}: {old:.3f} -> {new:.3f} ({why})")
-        weights = dict(zip(keys, shares))
-        nominal = nominal_success(report)
-        for family, (low, high) in sorted(ranges.items()):
-            if T.is_width_key(family):
-                continue                 # a template family's width: the transfer lever's
-            stab, note = family_stability(report, family, high)
-            entry = {"before": [low, high], "stability": stab, "note": note}
-            if stab is None:
-                action = "keep"
-            elif nominal is not None and nominal < cfg.adr.min_nominal:
-                action = "keep"
-                note += (f"; nominal success {nominal:.2f} < adr.min_nominal "
-                         f"{cfg.adr.min_nominal:g}: too weak a reference to move the range")
-                entry["note"] = note
-            elif stab >= cfg.adr.widen_threshold:
-                action = "widen"
-                high = min(1.0, round(high + cfg.adr.step, 4))
-            elif stab < cfg.adr.narrow_threshold:
-                action = "narrow"
-                high = max(cfg.adr.min_high, round(high - cfg.adr.step, 4), low)
-            else:
-                action = "keep"
-            ranges[family] = (low, high)
-            entry.update(after=[low, high], action=action)
-            adr[family] = entry
-            shown = "n/a" if stab is None else f"{stab:.2f}"
-            reasons.append(f"range {family}: {action} [{entry['before'][0]:g}, "
-                           f"{entry['before'][1]:g}] -> [{low:g}, {high:g}] (stability {shown}: "
-                           f"{note}; widen >= {cfg.adr.widen_threshold:g}, narrow < "
-                           f"{cfg.adr.narrow_threshold:g})")
+        weights, group_weights = _steer_mixture(state, report, cfg, reasons, drivers)
+        ranges, adr = _adapt_ranges(report, ranges, cfg, reasons)
         weights, ranges, why, transfer = T.steer(state.cells, report, cfg.transfer, weights,
                                                  ranges, cfg.mixture_floor)
         reasons += why
         group_weights = {k: v for k, v in sorted(group_weights.items()) if v != 1.0}
         for pattern, value in group_weights.items():
             reasons.append(f"loss weight {pattern}: {value:g}")
-        functional = _value(report.get("scores", {}).get(C.DIM_FUNCTIONAL))
-        target = cfg.targets.get(C.DIM_FUNCTIONAL)
-        if (cfg.freeze_when_functional_met and cfg.warm_start and target is not None
-                and functional is not None and functional >= target):
-            frozen = cfg.freeze_when_functional_met
-            reasons.append(f"freeze {', '.join(frozen)}: functional {functional:.3f} >= "
-                           f"target {target:g} while warm-starting (keep the nominal skill)")
+        frozen = _frozen_groups(report, cfg, reasons)
         if cfg.hardening_gain > 0:
-            dev, hard_gaps = hardening_deviation(report)
-            hardening = round(min(cfg.max_hardening_share,
-                                  cfg.hardening_share + cfg.hardening_gain * dev), _ROUND)
-            if hard_gaps:
-                drivers["hardening"] = hard_gaps
-            why = ", ".join(f"{g['condition']} (deviation {g['deviation']:g})"
-                            for g in hard_gaps) or "no gap under an observation perturbation"
-            reasons.append(f"hardening share {hardening:g} = min({cfg.max_hardening_share:g}, "
-                           f"{cfg.hardening_share:g} + {cfg.hardening_gain:g} x {dev:g}) ({why})")
+            hardening = _hardening_share(report, cfg, reasons, drivers)
 
     recovery, recovery_report = 0, ""
     if closed and report is not None and cfg.recovery_gain > 0:
@@ -563,13 +612,7 @@ def next_plan(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfi
         rl, rl_task, why = rl_episodes(state, report, cfg,
                                        cfg.episodes_per_iteration - recovery)
         reasons.append(why)
-    seeds = {"synthesize": derive_seed(cfg.seed, PHASE_SYNTHESIZE, iteration),
-             "train": derive_seed(cfg.seed, PHASE_TRAIN, iteration),
-             "evaluate": derive_seed(cfg.seed, PHASE_EVALUATE, 0)}
-    if recovery:
-        seeds["recover"] = derive_seed(cfg.seed, "recover", iteration)
-    if rl:
-        seeds[PHASE_FINETUNE] = derive_seed(cfg.seed, PHASE_FINETUNE, iteration)
+    seeds = _seeds(cfg, iteration, recovery, rl)
     mixture = _mixture(state.cells, weights, ranges, cfg)
     intensity = float(ranges[C.FAMILY_SENSOR_NOISE][1]) if C.FAMILY_SENSOR_NOISE in ranges \
         else C.DEFAULT_HARDENING_INTENSITY
