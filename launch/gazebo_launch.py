@@ -43,7 +43,7 @@ def _setup(context, *args, **kwargs):
     x, y, z = robot.get("pos", [0.0, 0.0, 0.0])
     yaw = float(robot.get("yaw", 0.0))
     mappings = {"use_gazebo": "true"}
-    if "arm" in Path(robot["urdf"]).name:  # clawgym_ros.sim.scene.Robot.is_arm
+    if "arm" in Path(robot["urdf"]).name:  # clawgym_ros.sim.scene_spec.Robot.is_arm
         # The arm is bolted to the world by its URDF's world joint, which carries the base
         # pose (so robot_state_publisher's "world" is gz-sim's); the model spawns at 0.
         mappings.update(world_xyz=f"{x} {y} {z}", world_rpy=f"0 0 {yaw}")

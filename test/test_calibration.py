@@ -27,14 +27,14 @@ def short_log(tmp_path_factory) -> tuple[Path, dict[str, float]]:
 
 
 def test_excitation_is_seeded_within_limits_and_collision_free():
-    from clawgym_ros.sim import scene as S
+    from clawgym_ros.sim import scene_mjcf as MJ
 
     config = ExcitationConfig(seed=3, duration_s=20.0)
     a, b = make_excitation(config), make_excitation(config)
     assert np.array_equal(a.position, b.position)
     other = make_excitation(ExcitationConfig(seed=4, duration_s=20.0))
     assert not np.allclose(a.position, other.position)
-    model = S.build_model("tabletop")
+    model = MJ.build_model("tabletop")
     for j, name in enumerate(C.ARM_JOINTS):
         lo, hi = model.joint(name).range
         assert lo < a.position[:, j].min() and a.position[:, j].max() < hi

@@ -89,7 +89,7 @@ def test_a_calibration_sets_a_scene_model(short_log, tmp_path):
     from clawgym_ros.artifacts import ArtifactStore
     from clawgym_ros.calibration.apply import load_values
     from clawgym_ros.calibration.artifact import commit_calibration
-    from clawgym_ros.sim import scene as S
+    from clawgym_ros.sim import scene_mjcf as MJ
     from clawgym_ros.sim.active_calibration import split_values
     from clawgym_ros.sim.calibrated import apply_to_model
 
@@ -102,8 +102,8 @@ def test_a_calibration_sets_a_scene_model(short_log, tmp_path):
     art = commit_calibration(store, result, config, path)
     values = load_values(store, art.id[:12])
     assert values == pytest.approx({p.name: p.value for p in result.params}, abs=1e-9)
-    model = S.build_model("tabletop")
-    nominal = S.build_model("tabletop")
+    model = MJ.build_model("tabletop")
+    nominal = MJ.build_model("tabletop")
     apply_to_model(model, values)
     dof = [model.joint(j).dofadr[0] for j in C.ARM_JOINTS]
     assert model.dof_frictionloss[dof] == pytest.approx([values["joint_friction"]] * 7)

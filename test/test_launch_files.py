@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from clawgym_ros import constants as C
-from clawgym_ros.sim import scene as S
+from clawgym_ros.sim import scene_spec as S
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH_FILES = sorted((ROOT / "launch").glob("*_launch.py"))

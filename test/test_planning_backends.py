@@ -11,7 +11,7 @@ from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError, ConfigError
 from clawgym_ros.planning import types as T
 from clawgym_ros.planning.base import BACKENDS, Planner, planner_class
-from clawgym_ros.sim import scene as S
+from clawgym_ros.sim import scene_spec as S
 
 HOME = (0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785)
 

@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 
 from clawgym_ros import constants as C
-from clawgym_ros.sim import scene as S
+from clawgym_ros.sim import scene_mjcf as MJ
+from clawgym_ros.sim import scene_spec as S
 
 XACROS = sorted((S.ROOT / "urdf").glob("*.urdf.xacro"))
 MAPPINGS = ((), (("use_gazebo", "true"),))
 
 
 def _urdf(path, mappings):
-    return ET.fromstring(S.expand_xacro(path, mappings))
+    return ET.fromstring(MJ.expand_xacro(path, mappings))
 
 
 def test_there_are_two_robots():
@@ -82,8 +83,8 @@ def test_arm_names_limits_and_frames():
 
 
 def test_gazebo_tags_only_with_use_gazebo():
-    plain = S.expand_xacro(S.ROOT / "urdf/mobile_base.urdf.xacro", ())
-    gz = S.expand_xacro(S.ROOT / "urdf/mobile_base.urdf.xacro", (("use_gazebo", "true"),))
+    plain = MJ.expand_xacro(S.ROOT / "urdf/mobile_base.urdf.xacro", ())
+    gz = MJ.expand_xacro(S.ROOT / "urdf/mobile_base.urdf.xacro", (("use_gazebo", "true"),))
     assert "<gazebo" not in plain
     for topic in (C.TOPIC_IMU_RAW, C.TOPIC_GPS_RAW, C.TOPIC_CMD_VEL, C.TOPIC_ODOM):
         assert f">{topic}<" in gz
@@ -97,7 +98,7 @@ def test_gazebo_tags_only_with_use_gazebo():
 @pytest.mark.parametrize("path", XACROS, ids=lambda p: p.name)
 def test_every_xacro_compiles_in_mujoco(path):
     mujoco = pytest.importorskip("mujoco")
-    model = mujoco.MjModel.from_xml_string(S._mujoco_urdf(S.expand_xacro(path, ())))
+    model = mujoco.MjModel.from_xml_string(MJ._mujoco_urdf(MJ.expand_xacro(path, ())))
     robot = _urdf(path, ())
     movable = [j.get("name") for j in robot.findall("joint") if j.get("type") != "fixed"]
     assert model.njnt == len(movable)
@@ -128,7 +129,7 @@ def test_arm_is_fixed_to_the_world_on_gazebo():
 @pytest.mark.parametrize("mappings", MAPPINGS, ids=("plain", "gazebo"))
 def test_urdf_passes_urdfdom_check_urdf(path, mappings, tmp_path):
     urdf = tmp_path / "robot.urdf"
-    urdf.write_text(S.expand_xacro(path, mappings))
+    urdf.write_text(MJ.expand_xacro(path, mappings))
     done = subprocess.run(["check_urdf", str(urdf)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr

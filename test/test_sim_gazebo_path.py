@@ -17,7 +17,9 @@ import yaml
 
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ConfigError
-from clawgym_ros.sim import scene as S
+from clawgym_ros.sim import scene_mjcf as MJ
+from clawgym_ros.sim import scene_sdf as SDF
+from clawgym_ros.sim import scene_spec as S
 from clawgym_ros.sim.backend import LightingSettings, backend_class
 from clawgym_ros.sim.topics import (
     PUBLISH,
@@ -65,7 +67,7 @@ def test_sim_topic_table_uses_the_constants_and_raw_names():
 def test_urdf_gazebo_sensors_publish_the_bridged_gz_topics():
     gz_topics = {t.gz_topic for t in bridged_topics()}
     for xacro in ("claw_arm", "mobile_base"):
-        robot = ET.fromstring(S.expand_xacro(S.ROOT / f"urdf/{xacro}.urdf.xacro",
+        robot = ET.fromstring(MJ.expand_xacro(S.ROOT / f"urdf/{xacro}.urdf.xacro",
                                              (("use_gazebo", "true"),)))
         for topic in robot.iter("topic"):
             assert topic.text in gz_topics, (xacro, topic.text)
@@ -107,7 +109,7 @@ def test_bridge_config_names_the_scene_world():
         assert gz_topics[C.TOPIC_OBJECT_POSES_RAW] == f"/world/{scene}/dynamic_pose/info"
         assert not any(WORLD_PLACEHOLDER in t for t in gz_topics.values())
         # the generated world carries the same name
-        assert f'<world name="{scene}">' in S.scene_sdf(scene)
+        assert f'<world name="{scene}">' in SDF.scene_sdf(scene)
     with pytest.raises(ConfigError, match="world"):
         bridge_config_for_world(entries, "a/b")
 
@@ -174,7 +176,7 @@ def test_spawned_robot_converts_in_sdformat(sdf_check, xacro, tmp_path):
     if xacro == "claw_arm":  # as gazebo_launch does: the base pose on the world joint
         mappings += (("world_xyz", "0.1 -0.2 0.4"), ("world_rpy", "0 0 0.5"))
     path = tmp_path / f"{xacro}.urdf"
-    path.write_text(S.expand_xacro(S.ROOT / f"urdf/{xacro}.urdf.xacro", mappings))
+    path.write_text(MJ.expand_xacro(S.ROOT / f"urdf/{xacro}.urdf.xacro", mappings))
     lines = sdf_check(path)
     to_world = [line for line in lines if line.startswith("joint ")
                 and line.split()[3] == "world"]

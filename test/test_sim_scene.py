@@ -9,15 +9,17 @@ import pytest
 
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ConfigError
-from clawgym_ros.sim import scene as S
+from clawgym_ros.sim import scene_mjcf as MJ
+from clawgym_ros.sim import scene_sdf as SDF
+from clawgym_ros.sim import scene_spec as S
 from clawgym_ros.sim.geo import enu_to_geodetic, geodetic_to_enu
 
 
 @pytest.mark.parametrize("name", S.SCENE_NAMES)
 def test_committed_world_equals_generated(name):
-    committed = (S.WORLDS_DIR / f"{name}.sdf").read_text()
-    assert committed == S.scene_sdf(name), (
-        f"worlds/{name}.sdf is stale: run `python -m clawgym_ros.sim.scene`")
+    committed = (SDF.WORLDS_DIR / f"{name}.sdf").read_text()
+    assert committed == SDF.scene_sdf(name), (
+        f"worlds/{name}.sdf is stale: run `python -m clawgym_ros.sim.scene_sdf`")
 
 
 def _pose(el):
@@ -27,7 +29,7 @@ def _pose(el):
 @pytest.mark.parametrize("name", S.SCENE_NAMES)
 def test_world_content_matches_spec(name):
     spec = S.load_scene(name)
-    world = ET.fromstring((S.WORLDS_DIR / f"{name}.sdf").read_text()).find("world")
+    world = ET.fromstring((SDF.WORLDS_DIR / f"{name}.sdf").read_text()).find("world")
     assert world.get("name") == name
     models = {m.get("name"): m for m in world.findall("model")}
     for shape in spec.static_shapes():
@@ -61,7 +63,7 @@ def test_world_content_matches_spec(name):
 def test_mujoco_model_has_every_spec_name(name):
     mujoco = pytest.importorskip("mujoco")
     spec = S.load_scene(name)
-    model = S.build_model(spec)
+    model = MJ.build_model(spec)
     for shape in spec.static_shapes():
         gid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, shape.name)
         assert gid >= 0
@@ -125,8 +127,8 @@ def test_enu_geodetic_round_trip_and_scale():
 
 def test_tool_and_camera_names_come_from_constants():
     mujoco = pytest.importorskip("mujoco")
-    model = S.build_model("tabletop")
+    model = MJ.build_model("tabletop")
     assert mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, C.FRAME_TOOL) >= 0
     assert mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, C.CAMERA_WRIST) >= 0
-    model = S.build_model("outdoor")
+    model = MJ.build_model("outdoor")
     assert mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, C.CAMERA_FRONT) >= 0

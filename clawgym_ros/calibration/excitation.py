@@ -130,13 +130,14 @@ def make_excitation(config: ExcitationConfig | None = None) -> Excitation:
     Raises:
         ClawgymError: no collision-free amplitude found (after 20 reductions).
     """
-    from clawgym_ros.sim import scene as S
+    from clawgym_ros.sim import scene_mjcf as MJ
+    from clawgym_ros.sim import scene_spec as S
     from clawgym_ros.sim.calibrated import ContactsBeyondHome
 
     c = config or ExcitationConfig()
     scene = S.load_scene(c.scene)
     home = np.asarray(scene.robot.home, dtype=np.float64)
-    model = S.build_model(scene)
+    model = MJ.build_model(scene)
     rng = np.random.default_rng(c.seed)
     n = int(round(c.duration_s * c.rate_hz)) + 1
     t = np.arange(n) / c.rate_hz

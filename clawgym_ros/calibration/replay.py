@@ -1,8 +1,8 @@
 """Replay a recorded log's commands in the simulator at given parameter values (MuJoCo,
 through :mod:`clawgym_ros.sim.active_calibration`).
 
-The model is the scene's (``clawgym_ros.sim.scene.build_spec``). The replay starts from the log's
-first joint state (and first object poses), applies the recorded commands as the arm's
+The model is the scene's (``clawgym_ros.sim.scene_mjcf.build_spec``). The replay starts from
+the log's first joint state (and first object poses), applies the recorded commands as the arm's
 position + velocity servo targets - each from its stamp plus the command latency, held until
 the next (a physics step straddling a switch gets the time average, so the simulated motion
 is smooth in the latency) - and returns positions and velocities at the joint state stamps
@@ -103,7 +103,7 @@ class Replay:
         self.effort_hi = m.jnt_actfrcrange[arm_j, 1].copy()
 
     def _initial_state(self, scene_name: str) -> np.ndarray:
-        from clawgym_ros.sim import scene as S
+        from clawgym_ros.sim import scene_spec as S
 
         m, log = self.model, self.log
         qpos = m.qpos0.copy()

@@ -85,7 +85,7 @@ def record(excitation: Excitation, truth: dict[str, float], *, seed: int = 0,
         start_stamp: the robot clock at the excitation's start, s.
         timestep: physics step (default: the scene's); a multiple of 1 ms.
     """
-    from clawgym_ros.sim import scene as S
+    from clawgym_ros.sim import scene_spec as S
     from clawgym_ros.sim.world import MujocoPhysics
 
     model = build_model(scene, timestep=timestep)

@@ -38,12 +38,13 @@ class Kinematics:
     """
 
     def __init__(self, scene: str = C.SCENE_TABLETOP) -> None:
-        from clawgym_ros.sim import scene as S
+        from clawgym_ros.sim import scene_mjcf as MJ
+        from clawgym_ros.sim import scene_spec as S
         from clawgym_ros.sim.mujoco_backend import index_model
         from clawgym_ros.sim.world import MujocoPhysics, mat_to_quat
 
         self.scene = S.load_scene(scene)
-        self.model = S.build_model(scene)
+        self.model = MJ.build_model(scene)
         self.physics = MujocoPhysics(self.model)
         self._mat_to_quat = mat_to_quat
         self.data = self.physics.data

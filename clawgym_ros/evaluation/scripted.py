@@ -112,7 +112,8 @@ class ScriptedPick:
 
     def __init__(self, target: int = 0, align_yaw: bool = False, speed_steps: int = 40,
                  grasp_height: float = 0.005, replan: bool = False) -> None:
-        from clawgym_ros.sim import scene as S
+        from clawgym_ros.sim import scene_mjcf as MJ
+        from clawgym_ros.sim import scene_spec as S
         from clawgym_ros.sim.mujoco_backend import index_model
         from clawgym_ros.sim.world import MujocoPhysics, joint_ranges
 
@@ -122,7 +123,7 @@ class ScriptedPick:
         self.grasp_height = float(grasp_height)
         self.replan = bool(replan)
         scene = S.load_scene(C.SCENE_TABLETOP)
-        self.model = S.build_model(C.SCENE_TABLETOP)
+        self.model = MJ.build_model(C.SCENE_TABLETOP)
         self.physics = MujocoPhysics(self.model)
         self.data = self.physics.data
         self.index = index_model(self.model, scene)

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from clawgym_ros import constants as C
-from clawgym_ros.sim import scene as S
+from clawgym_ros.sim import scene_mjcf as MJ
+from clawgym_ros.sim import scene_spec as S
 
 #: A wall across the table between y > 0 and y < 0: 40 cm long, 35 cm tall (top at z = 0.75);
 #: the arm must go over it or around its near end.
@@ -36,7 +37,7 @@ def build_planning_model(
 ) -> tuple[Any, S.SceneSpec]:
     """Compiled MuJoCo model (with the sim's actuators) of the scene plus obstacles."""
     spec = scene_with_obstacles(scene, obstacles)
-    return S.build_model(spec), spec
+    return MJ.build_model(spec), spec
 
 
 def home_qpos(model: Any, spec: S.SceneSpec) -> np.ndarray:

@@ -34,7 +34,7 @@ from clawgym_ros.errors import ClawgymError
 from clawgym_ros.planning import types as T
 from clawgym_ros.planning.base import GRIPPER_TOUCH_LINKS, Planner
 from clawgym_ros.planning.moveit_config import MoveItConfig, load_moveit_config
-from clawgym_ros.sim import scene as S
+from clawgym_ros.sim import scene_spec as S
 
 #: moveit_msgs/MoveItErrorCodes value -> PlanResult.reason (names as in moveit_msgs' ros2
 #: MoveItErrorCodes.msg)

@@ -31,12 +31,13 @@ def apply_to_model(model: Any, values: dict[str, float]) -> None:
 def build_model(scene_name: str = C.SCENE_TABLETOP, timestep: float | None = None,
                 objects: bool = True) -> Any:
     """The scene's MjModel (optionally without its objects, or with another physics step)."""
-    from clawgym_ros.sim import scene as S
+    from clawgym_ros.sim import scene_mjcf as MJ
+    from clawgym_ros.sim import scene_spec as S
 
     scene = S.load_scene(scene_name)
     if not objects:
         scene = dataclasses.replace(scene, objects=())
-    spec = S.build_spec(scene)
+    spec = MJ.build_spec(scene)
     if timestep is not None:
         spec.option.timestep = timestep
     return spec.compile()

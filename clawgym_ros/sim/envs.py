@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium import spaces
 
 from clawgym_ros import constants as C
-from clawgym_ros.sim import scene as S
+from clawgym_ros.sim import scene_spec as S
 from clawgym_ros.sim.mujoco_backend import MujocoBackend, MujocoConfig, image_key
 
 

@@ -10,7 +10,7 @@ What maps to which service (``<w>`` = world name = scene name):
 * reset: ``/world/<w>/control`` (WorldControl reset all, pause kept true: gz-sim applies the
   request's ``pause`` field with every control request, so a reset that leaves it false starts
   the world running and lockstep is lost), then ``/world/<w>/set_pose_vector`` with object
-  poses drawn by the shared :func:`~clawgym_ros.sim.scene.sample_object_poses`;
+  poses drawn by the shared :func:`~clawgym_ros.sim.scene_spec.sample_object_poses`;
 * lighting: ``/world/<w>/light_config`` (gz.msgs.Light: diffuse, specular, direction, pose);
   Gazebo lights have no per-light ambient and there is no headlight, so those scales are
   recorded but have no effect;
@@ -32,7 +32,8 @@ import numpy as np
 
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError, ConfigError
-from clawgym_ros.sim import scene as S
+from clawgym_ros.sim import scene_sdf as SDF
+from clawgym_ros.sim import scene_spec as S
 from clawgym_ros.sim.backend import DynamicsSettings, LightingSettings, SimBackend
 
 #: (transport module, msgs package) pairs tried in order
@@ -70,7 +71,7 @@ def object_sdf(obj: S.Shape, mass_scale: float = 1.0, friction_scale: float = 1.
     """SDF of one free object with scaled mass and friction (for re-creating it)."""
     scaled = dataclasses.replace(obj, mass=obj.mass * mass_scale,
                                  friction=obj.friction * friction_scale)
-    model = S._sdf_model(scaled, (0, 0, 0, 0, 0, 0), static=False)
+    model = SDF._sdf_model(scaled, (0, 0, 0, 0, 0, 0), static=False)
     return f'<?xml version="1.0"?>\n<sdf version="1.9">\n{model}\n</sdf>\n'
 
 

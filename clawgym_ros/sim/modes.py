@@ -61,7 +61,7 @@ from gymnasium import spaces
 
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ActionError, ConfigError
-from clawgym_ros.sim import scene as S
+from clawgym_ros.sim import scene_spec as S
 
 #: Largest joint-position delta (rad) of one control step in ``pd_joint_delta`` (2.5 rad/s at
 #: 50 Hz, about the arm's URDF velocity limits of 2.2-2.6 rad/s).

@@ -44,7 +44,8 @@ import numpy as np  # noqa: E402
 from clawgym_ros import constants as C  # noqa: E402
 from clawgym_ros.config import check_choice, check_int  # noqa: E402
 from clawgym_ros.errors import ConfigError  # noqa: E402
-from clawgym_ros.sim import scene as S  # noqa: E402
+from clawgym_ros.sim import scene_mjcf as MJ  # noqa: E402
+from clawgym_ros.sim import scene_spec as S  # noqa: E402
 from clawgym_ros.sim.backend import DynamicsSettings, LightingSettings, SimBackend  # noqa: E402
 from clawgym_ros.sim.geo import enu_to_geodetic  # noqa: E402
 
@@ -115,7 +116,7 @@ def _as_slice(idx: Sequence[int]) -> slice | np.ndarray:
 
 
 def index_model(model: Any, scene: S.SceneSpec) -> SceneIndex:
-    """Resolve the names of a model built by :func:`clawgym_ros.sim.scene.build_spec`."""
+    """Resolve the names of a model built by :func:`clawgym_ros.sim.scene_mjcf.build_spec`."""
     def jid(name: str) -> int:
         return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
 
@@ -179,7 +180,7 @@ class MujocoBackend(SimBackend):
         config: backend options (scene, observation cameras, image size, shadows).
 
     Attributes:
-        scene: the :class:`~clawgym_ros.sim.scene.SceneSpec`.
+        scene: the :class:`~clawgym_ros.sim.scene_spec.SceneSpec`.
         model, data: the compiled ``mujoco.MjModel`` / ``mujoco.MjData`` (share, don't copy).
         index: :class:`SceneIndex` of named parts.
     """
@@ -282,7 +283,7 @@ class MujocoBackend(SimBackend):
         """The scene spec and its compiled model (task backends override this to build
         template variants of a scene, e.g. other objects or a hole block)."""
         scene = S.load_scene(scene_name)
-        return scene, S.build_model(scene)
+        return scene, MJ.build_model(scene)
 
     # ------------------------------------------------------------------ SimBackend
     def reset(self, seed: int, scenario: str | None = None,

@@ -40,7 +40,7 @@ from clawgym_ros.sim.readings import (
     imu_from_vector,
     odom_from_vector,
 )
-from clawgym_ros.sim.scene import GRIPPER_MAX_WIDTH
+from clawgym_ros.sim.scene_spec import GRIPPER_MAX_WIDTH
 from clawgym_ros.sim.trajectory import INTERPOLATIONS, JointTrajectory, gather
 
 SCENARIOS: tuple[str, ...] = ("tabletop", "outdoor")

@@ -327,7 +327,8 @@ class Task:
 @functools.lru_cache(maxsize=4)
 def robot_limits(scene: str) -> dict[str, JointLimit]:
     """URDF joint limits of a scene's robot (position, velocity, effort)."""
-    from clawgym_ros.sim import scene as S
+    from clawgym_ros.sim import scene_mjcf as MJ
+    from clawgym_ros.sim import scene_spec as S
 
     spec = S.load_scene(scene)
-    return limits_from_urdf(S.expand_xacro(spec.urdf_path))
+    return limits_from_urdf(MJ.expand_xacro(spec.urdf_path))

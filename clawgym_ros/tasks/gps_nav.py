@@ -18,7 +18,7 @@ from gymnasium import spaces
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.perturbations.gps import STATUS_FIX
-from clawgym_ros.sim import scene as S
+from clawgym_ros.sim import scene_spec as S
 from clawgym_ros.sim.geo import enu_to_geodetic, geodetic_to_enu
 from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeSpec
 from clawgym_ros.tasks.base import StageTracker, Task, Template

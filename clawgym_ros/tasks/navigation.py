@@ -220,7 +220,7 @@ class Obstacle2D:
 
 
 def scene_obstacles(shapes: Sequence[object], inflate: float) -> list[Obstacle2D]:
-    """2-D footprints of a scene's static shapes (``clawgym_ros.sim.scene.Shape``), grown by
+    """2-D footprints of a scene's static shapes (``clawgym_ros.sim.scene_spec.Shape``), grown by
     ``inflate`` (robot radius + margin); the floor and anything flat is skipped."""
     out = []
     for shape in shapes:

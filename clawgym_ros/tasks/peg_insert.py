@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from clawgym_ros import constants as C
-from clawgym_ros.sim import scene as S
+from clawgym_ros.sim import scene_spec as S
 from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeSpec
 from clawgym_ros.tasks.base import StageTracker, Task, Template
 from clawgym_ros.tasks.expert import ArmExpert, ExpertError, as_pose, run_expert, top_down_quat

@@ -19,7 +19,7 @@ from gymnasium import spaces
 from clawgym_ros import constants as C
 from clawgym_ros.planning.ik import IkConfig, IkSolver
 from clawgym_ros.planning.types import Pose
-from clawgym_ros.sim import scene as S
+from clawgym_ros.sim import scene_spec as S
 from clawgym_ros.sim.world import MujocoPhysics, mat_to_quat, name_index, quat_to_mat
 from clawgym_ros.synthesis.episode import EpisodeRecord, EpisodeSpec
 from clawgym_ros.tasks.base import StageTracker, Task, Template

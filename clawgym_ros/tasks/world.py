@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from clawgym_ros.errors import ConfigError
-from clawgym_ros.sim import scene as S
+from clawgym_ros.sim import scene_mjcf as MJ
+from clawgym_ros.sim import scene_spec as S
 from clawgym_ros.sim.envs import ClawEnv
 from clawgym_ros.sim.mujoco_backend import MujocoBackend, MujocoConfig
 from clawgym_ros.sim.world import MujocoPhysics, contact_summary, enable_energy, name_index
@@ -47,7 +48,7 @@ class TemplateBackend(MujocoBackend):
 
     def _load(self, scene_name: str) -> tuple[S.SceneSpec, Any]:
         scene = self._env.build_scene(self._template)
-        spec = S.build_spec(scene)
+        spec = MJ.build_spec(scene)
         self._env.edit_spec(spec, self._template)
         model = spec.compile()
         enable_energy(model)
