@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -90,6 +90,19 @@ def check_int(
     if (low is not None and value < low) or (high is not None and value > high):
         raise ConfigError(field, value, f"an integer in [{lo}, {hi}]", source)
     return value
+
+
+def check_option_names(options: Mapping[str, Any], allowed: Sequence[str],
+                       prefix: str) -> None:
+    """Every key of ``options`` (settings given by name: ``--rl-option KEY=VALUE``, a config's
+    ``options`` block, an action goal's JSON) is one of ``allowed``.
+
+    Raises:
+        ConfigError: field ``<prefix><key>`` with the key's value and the allowed names.
+    """
+    for key in options:
+        if key not in allowed:
+            raise ConfigError(f"{prefix}{key}", options[key], "one of " + ", ".join(allowed))
 
 
 def check_choice(field: str, value: str, choices: Iterable[str], source: str | None = None) -> str:

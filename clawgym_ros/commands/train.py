@@ -117,6 +117,7 @@ def parse_policy_options(items: list[str]) -> dict:
 
 def build_finetune_config(args: argparse.Namespace):
     """The FinetuneConfig of the command line (validated; ConfigError names the bad field)."""
+    from clawgym_ros.config import check_option_names
     from clawgym_ros.errors import ConfigError
     from clawgym_ros.training.rl import FinetuneConfig
 
@@ -126,10 +127,7 @@ def build_finetune_config(args: argparse.Namespace):
         raise ConfigError("--dataset", args.dataset, "none with --finetune rl (it trains in "
                           "simulation from the --from checkpoint)")
     options = parse_policy_options(args.rl_option)
-    allowed = FinetuneConfig.option_names()
-    for key in options:
-        if key not in allowed:
-            raise ConfigError(f"--rl-option {key}", options[key], "one of " + ", ".join(allowed))
+    check_option_names(options, FinetuneConfig.option_names(), "--rl-option ")
     values = {"base_checkpoint": args.from_checkpoint, "steps": args.steps, "seed": args.seed,
               **options}
     if args.task is not None:
@@ -161,6 +159,7 @@ def run_finetune(args: argparse.Namespace) -> int:
 
 def build_sequence_config(args: argparse.Namespace):
     """The SequenceConfig of the command line (validated; ConfigError names the bad field)."""
+    from clawgym_ros.config import check_option_names
     from clawgym_ros.errors import ConfigError
     from clawgym_ros.training.sequence import SequenceConfig, check_tasks
 
@@ -173,11 +172,7 @@ def build_sequence_config(args: argparse.Namespace):
             raise ConfigError(flag, value, "not with --sequence (see --sequence-option)")
     tasks = check_tasks([t.strip() for t in args.sequence.split(",")], "--sequence")
     options = parse_policy_options(args.sequence_option)
-    allowed = SequenceConfig.option_names()
-    for key in options:
-        if key not in allowed:
-            raise ConfigError(f"--sequence-option {key}", options[key],
-                              "one of " + ", ".join(allowed))
+    check_option_names(options, SequenceConfig.option_names(), "--sequence-option ")
     values = {"tasks": tasks, "steps": args.steps, "seed": args.seed, **options}
     for name in ("batch_size", "lr", "chunk"):
         if getattr(args, name) is not None:

@@ -37,7 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from clawgym_ros import constants as C
-from clawgym_ros.config import check_choice, check_int, check_range, from_dict, load_yaml
+from clawgym_ros.config import (
+    check_choice,
+    check_int,
+    check_option_names,
+    check_range,
+    from_dict,
+    load_yaml,
+)
 from clawgym_ros.coordinator.transfer import TransferConfig
 from clawgym_ros.coordinator.transfer import check_cells as check_transfer_cells
 from clawgym_ros.errors import ConfigError
@@ -135,9 +142,7 @@ class RlLeverConfig:
         if self.options:
             from clawgym_ros.training.rl import FinetuneConfig
 
-            names = FinetuneConfig.option_names()
-            for name in self.options:
-                check_choice(f"rl.options.{name}", name, names)
+            check_option_names(self.options, FinetuneConfig.option_names(), "rl.options.")
             try:   # the settings' own checks (ConfigError names the field)
                 FinetuneConfig(base_checkpoint="-", steps=1, seed=0, **self.options)
             except ConfigError as err:

@@ -96,7 +96,7 @@ def goal_finetune_config(goal: Any):
     field: unknown mode, missing checkpoint, unknown task or setting)."""
     import json
 
-    from clawgym_ros.config import check_choice, from_dict
+    from clawgym_ros.config import check_choice, check_option_names, from_dict
     from clawgym_ros.errors import ConfigError
     from clawgym_ros.training.rl import FinetuneConfig
 
@@ -111,8 +111,7 @@ def goal_finetune_config(goal: Any):
                           f"a JSON object ({err})") from None
     if not isinstance(options, dict):
         raise ConfigError("finetune_options_json", options, "a JSON object")
-    for name in options:
-        check_choice(f"finetune_options_json.{name}", name, FinetuneConfig.option_names())
+    check_option_names(options, FinetuneConfig.option_names(), "finetune_options_json.")
     return from_dict(FinetuneConfig, {
         **options, "base_checkpoint": goal.init_checkpoint_id, "steps": int(goal.steps),
         "seed": int(goal.seed), "task": goal.task, "workers": int(goal.workers) or 1})
