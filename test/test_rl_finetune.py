@@ -1,5 +1,6 @@
 """RL fine-tuning (`clawgym train --finetune rl --from ID`): residual PPO over a frozen BC
-checkpoint, committed as a checkpoint that every evaluator path runs.
+checkpoint, or PPO on the BC network itself (``mode=direct``), committed as a checkpoint that
+every evaluator path runs.
 
 One small real BC checkpoint (3 synthesized pick_place demonstrations, 30 training steps) is
 built once per module; fine-tuning runs a few hundred environment steps.
@@ -112,6 +113,75 @@ def test_finetune_commits_a_traceable_checkpoint_that_evaluates(bc_run, capsys):
     assert float(policy.model.head.weight.detach().abs().sum()) > 0
 
 
+def test_direct_env_with_the_bc_prediction_acts_exactly_like_the_bc_policy(bc_run):
+    """Direct mode's env executes a normalized chunk as the BC policy executes its own: fed
+    the BC network's prediction, it reaches the same states step for step."""
+    import torch
+
+    from clawgym_ros.tasks.pick_place import PickPlaceEnv
+    from clawgym_ros.training.checkpoint import load_policy
+    from clawgym_ros.training.policies import flatten_obs
+    from clawgym_ros.training.rl import DirectEnv, FinetuneConfig
+
+    root, base_id = bc_run
+    env = DirectEnv(root, FinetuneConfig(base_checkpoint=base_id, steps=1, seed=0,
+                                         mode="direct", max_episode_steps=60))
+    base = load_policy(ArtifactStore(root), base_id)
+    assert env.action_space.shape == (base.model.spec.chunk * base.model.spec.act_dim,)
+    plain = PickPlaceEnv()
+    obs, _ = env.reset(seed=11)
+    plain_obs, _ = plain.reset(seed=11)
+    base.reset()
+    for _ in range(4):                  # 4 chunks of 5 control steps
+        with torch.inference_mode():
+            action = base.model(torch.from_numpy(obs).unsqueeze(0))[0].reshape(-1).numpy()
+        obs, _, _, _, info = env.step(action)
+        assert info["control_steps"] == base.model.spec.chunk
+        for _ in range(info["control_steps"]):
+            plain_obs, *_ = plain.step(base.act(plain_obs))
+        state = torch.from_numpy(flatten_obs(plain_obs, base.obs_spec)).unsqueeze(0)
+        with torch.inference_mode():
+            expected = base.model.normalize_obs(state)[0].numpy()
+        np.testing.assert_allclose(obs, expected, rtol=0, atol=1e-6)
+    env.close()
+    plain.close()
+
+
+def test_direct_finetune_commits_the_bc_policy_type_with_lineage(bc_run, capsys):
+    """``mode=direct``: a checkpoint of the BC policy's own type and spec (so `clawgym eval`
+    and policy_node run it as any BC checkpoint), parent = the BC checkpoint; same seed and
+    workers, same id; PPO's actor started at the BC network and the trained weights came back
+    into it (a learning rate of 1e-8 leaves them at the BC weights, the default moves them)."""
+    from clawgym_ros.evaluation.rollout_check import run_episodes
+    from clawgym_ros.tasks.pick_place import PickPlaceEnv
+    from clawgym_ros.training.checkpoint import load_checkpoint, load_policy
+
+    root, base_id = bc_run
+    direct = ("--rl-option", "mode=direct")
+    code, out, err = _finetune(capsys, root, base_id, *direct)
+    assert code == 0, err
+    store = ArtifactStore(root)
+    art = store.resolve(out, C.KIND_CHECKPOINT)
+    assert art.manifest.parents == [base_id]
+    assert art.manifest.config["mode"] == "direct"
+    assert art.manifest.summary["step"] >= 256          # simulated control steps
+    code2, out2, _ = _finetune(capsys, root, base_id, *direct)
+    assert code2 == 0 and out2 == out
+    code3, residual, _ = _finetune(capsys, root, base_id)
+    assert code3 == 0 and residual != out
+    base, tuned = load_checkpoint(store, base_id), load_checkpoint(store, out)
+    assert tuned.spec == base.spec and tuned.meta["init_checkpoint"] == base_id
+    code4, still, _ = _finetune(capsys, root, base_id, *direct, "--rl-option", "lr=1.0e-8")
+    assert code4 == 0
+    kept = load_checkpoint(store, still)
+    moved = max(float((tuned.weights[k] - w).abs().max()) for k, w in base.weights.items())
+    stayed = max(float((kept.weights[k] - w).abs().max()) for k, w in base.weights.items())
+    assert stayed < 1e-5 < moved, (stayed, moved)
+    policy = load_policy(store, out)
+    outcome = run_episodes(policy, [7_000_000], env=PickPlaceEnv(), max_steps=30)
+    assert outcome[0].steps == 30
+
+
 def test_reward_terms_reward_the_expert_over_random_and_stalled_actions(bc_run):
     """The shaped reward favours task progress: over 120 steps of the same episode, the BC
     policy's (trained on expert demonstrations) return beats a stalled arm's and random
@@ -141,7 +211,7 @@ def test_reward_terms_reward_the_expert_over_random_and_stalled_actions(bc_run):
 
 @pytest.mark.parametrize("case", ["no_from", "dataset_too", "unknown_option", "bad_value",
                                   "layout", "residual_parent", "unknown_task",
-                                  "undeclared_reward_term"])
+                                  "undeclared_reward_term", "unknown_mode", "direct_cnn"])
 def test_finetune_bad_input_is_one_line_and_commits_nothing(bc_run, case, capsys, syn_run):
     root, base_id = bc_run
     store = ArtifactStore(root)
@@ -162,6 +232,22 @@ def test_finetune_bad_input_is_one_line_and_commits_nothing(bc_run, case, capsys
     elif case == "undeclared_reward_term":
         args += ["--from", base_id[:12], "--rl-option", "reward_weights={smile: 1}"]
         expect = "reward_weights.smile"
+    elif case == "unknown_mode":
+        args += ["--from", base_id[:12], "--rl-option", "mode=both"]
+        expect = "mode='both'"
+    elif case == "direct_cnn":
+        # A policy whose network reads images: PPO's actor cannot take it over.
+        from clawgym_ros.training.bc import train
+        from clawgym_ros.training.config import TrainConfig
+        from clawgym_ros.training.synthetic import synthetic_table
+
+        table = synthetic_table(root / "img_table", rows=200, episode_len=50, groups=1,
+                                seed=0, image_size=24)
+        cnn = train(table, TrainConfig(steps=2, seed=0, batch_size=16, policy=C.POLICY_CNN),
+                    store, dataset_ids=[], tensorboard=False).checkpoint_id
+        before = len(store.list(C.KIND_CHECKPOINT))
+        args += ["--from", cnn[:12], "--rl-option", "mode=direct"]
+        expect = "is a cnn policy"
     elif case == "unknown_task":
         args += ["--from", base_id[:12], "--task", "juggling"]
         expect = "juggling"

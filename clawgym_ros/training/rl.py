@@ -1,19 +1,34 @@
-"""RL fine-tuning of a behaviour-cloning checkpoint: residual PPO (Stable-Baselines3) on the
-task envs, committed as a content-addressed :mod:`residual <clawgym_ros.training.residual>`
+"""RL fine-tuning of a behaviour-cloning checkpoint with PPO (Stable-Baselines3) on the task
+envs, in one of two modes (:attr:`FinetuneConfig.mode`), committed as a content-addressed
 checkpoint whose lineage reaches the BC parent.
 
-What is learned: a correction added to the frozen BC policy's action at every control step
-(residual RL). The RL observation is the residual network's input (the BC policy's normalized
-observation and its own normalized prediction of the step's action); the RL action is the
-correction in [-1, 1] per action element, scaled by ``residual_scale_*``. PPO's actor is an
-MLP of :attr:`FinetuneConfig.hidden` with tanh, exactly the residual network of the committed
-checkpoint (the SB3 actor's weights are copied into it), so evaluation, the loop and
+``residual`` (default): a correction added to the frozen BC policy's action at every control
+step (residual RL), committed as a :mod:`residual <clawgym_ros.training.residual>` checkpoint.
+``direct``: PPO's actor IS the BC network (see :class:`DirectEnv`), committed as a checkpoint
+of the BC policy's own type with the fine-tuned weights.
+
+Residual mode in detail. The RL observation is the residual network's input (the BC policy's
+normalized observation and its own normalized prediction of the step's action); the RL action
+is the correction in [-1, 1] per action element, scaled by ``residual_scale_*``. PPO's actor is
+an MLP of :attr:`FinetuneConfig.hidden` with tanh, exactly the residual network of the
+committed checkpoint (the SB3 actor's weights are copied into it), so evaluation, the loop and
 policy_node run the fine-tuned policy through the same checkpoint path as any BC policy.
 
 Reward: the stage-wise terms the task declares (:mod:`clawgym_ros.tasks.rewards`: progress as
 a potential difference, success, unintended contact, excess contact force), with the task's
 default weights unless :attr:`FinetuneConfig.reward_weights` overrides some; each term's
 episode sum is in the step info under ``reward_terms`` and in the TensorBoard curves.
+
+Direct mode in detail: the RL observation is the BC policy's normalized network input, the RL
+action is its normalized action chunk (``chunk x act_dim`` values); one PPO step executes the
+chunk's ``chunk`` control steps (reward summed), as the BC policy executes its chunks.
+PPO's actor is an SB3 MLP with the BC network's widths and ReLU, its weights copied from the
+BC network (mean action = the BC prediction), with a value network of its own; the
+exploration noise's log-std starts at :attr:`FinetuneConfig.log_std_init` in normalized
+action units. The settings counted in control steps (``steps``, ``n_steps``, ``batch_size``)
+and per control step (``gamma``, ``gae_lambda``) are converted to chunks: ``ceil(x / chunk)``,
+``gamma ** chunk``, ``gae_lambda ** chunk``. Only a policy whose network is state in, chunk
+out (type ``mlp``) can be taken over; ``hidden`` and ``residual_scale_*`` are not used.
 
 Episodes are the task env's own (a training template drawn per reset from the env's seeded
 RNG), ``max_episode_steps`` long at most. Same seed and worker count, same checkpoint id: SB3
@@ -45,6 +60,13 @@ from clawgym_ros.tasks.rewards import StageReward
 
 #: Algorithms of RL fine-tuning (Stable-Baselines3).
 ALGORITHMS: tuple[str, ...] = ("ppo",)
+#: What PPO trains: a correction over the frozen BC policy, or the BC network itself.
+MODE_RESIDUAL = "residual"
+MODE_DIRECT = "direct"
+MODES: tuple[str, ...] = (MODE_RESIDUAL, MODE_DIRECT)
+#: Bound of direct mode's normalized actions (standard deviations of the demonstrations'
+#: actions; far outside anything a BC policy predicts).
+DIRECT_ACTION_BOUND = 100.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +85,9 @@ class FinetuneConfig:
     task: str = C.TASK_PICK_PLACE
     workers: int = 1
     algorithm: str = "ppo"
+    #: ``residual``: PPO learns a correction over the frozen BC policy; ``direct``: PPO's actor
+    #: is the BC network, fine-tuned (see the module docstring)
+    mode: str = MODE_RESIDUAL
     #: largest correction of a joint target (rad), of the gripper width (m), of a joint
     #: velocity feed-forward (rad/s; 0 = the BC policy's own) and of a base twist element
     residual_scale_joint: float = 0.05
@@ -95,6 +120,7 @@ class FinetuneConfig:
         check_int("seed", self.seed, 0, 2**31 - 1)
         check_int("workers", self.workers, 1, 64)
         check_choice("algorithm", self.algorithm, ALGORITHMS)
+        check_choice("mode", self.mode, MODES)
         check_range("residual_scale_joint", self.residual_scale_joint, 0.0, 1.0)
         check_range("residual_scale_gripper", self.residual_scale_gripper, 0.0, 0.08)
         check_range("residual_scale_velocity", self.residual_scale_velocity, 0.0, 5.0)
@@ -125,6 +151,8 @@ class FinetuneConfig:
         data["reward_weights"] = dict(sorted(self.reward_weights.items()))
         if not self.calibration:
             del data["calibration"]
+        if self.mode == MODE_RESIDUAL:     # the default: ids of residual runs as before modes
+            del data["mode"]
         return data
 
     @classmethod
@@ -146,20 +174,16 @@ class FinetuneResult:
     log_dir: Path | None
 
 
-# --------------------------------------------------------------------------- the env
-class ResidualEnv(gym.Env):
-    """A task env as the residual learner sees it (see the module docstring).
-
-    Args:
-        run_dir: run directory holding the BC checkpoint.
-        cfg: the fine-tuning config (base checkpoint, task, reward weights, scales).
-        perturb: optional callable wrapping the task env (domain randomization).
-    """
+# --------------------------------------------------------------------------- the envs
+class _FinetuneEnv(gym.Env):
+    """What both learners' envs share: the task env (calibrated, perturbed), the BC
+    checkpoint checked against its layout, and the stage-wise reward."""
 
     metadata = {"render_modes": []}
 
-    def __init__(self, run_dir: str | Path, cfg: FinetuneConfig,
-                 perturb: Callable[[gym.Env], gym.Env] | None = None) -> None:
+    def _open(self, run_dir: str | Path, cfg: FinetuneConfig,
+              perturb: Callable[[gym.Env], gym.Env] | None) -> Any:
+        """Set up the task env; returns the loaded BC checkpoint."""
         import torch
 
         from clawgym_ros.artifacts import ArtifactStore
@@ -188,21 +212,51 @@ class ResidualEnv(gym.Env):
                     f"checkpoint {ckpt.artifact.id[:12]} does not fit task {cfg.task}: its "
                     f"{what} layout is {_describe(needed)}; the task's env has "
                     f"{_describe(offered)}")
-        self.policy = residual_from_checkpoint(ckpt, cfg)
         self.obs_spec, self.action_spec = ckpt.obs_spec, ckpt.action_spec
         self.base_id = ckpt.artifact.id
-        width = self.policy.encoder[0].in_features
-        self.observation_space = spaces.Box(-np.inf, np.inf, (width,), np.float32)
-        self.action_space = spaces.Box(-1.0, 1.0, (ckpt.spec.act_dim,), np.float32)
-        self._base: Any = None
         self.reward = StageReward(self.task_env, cfg.reward_weights)
+        return ckpt
 
-    def _advance(self, obs: Mapping[str, Any]) -> np.ndarray:
+    def _state(self, obs: Mapping[str, Any]) -> Any:
         import torch
 
         from clawgym_ros.training.policies import flatten_obs
 
-        state = torch.from_numpy(flatten_obs(obs, self.obs_spec)).unsqueeze(0)
+        return torch.from_numpy(flatten_obs(obs, self.obs_spec)).unsqueeze(0)
+
+    def _check(self, action: np.ndarray, what: str) -> np.ndarray:
+        a = np.asarray(action, dtype=np.float32).reshape(-1)
+        if a.shape != self.action_space.shape or not np.all(np.isfinite(a)):
+            raise ActionError(f"{what} must be {self.action_space.shape[0]} finite values, got "
+                              f"{a.tolist()}")
+        return a
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class ResidualEnv(_FinetuneEnv):
+    """A task env as the residual learner sees it (see the module docstring).
+
+    Args:
+        run_dir: run directory holding the BC checkpoint.
+        cfg: the fine-tuning config (base checkpoint, task, reward weights, scales).
+        perturb: optional callable wrapping the task env (domain randomization).
+    """
+
+    def __init__(self, run_dir: str | Path, cfg: FinetuneConfig,
+                 perturb: Callable[[gym.Env], gym.Env] | None = None) -> None:
+        ckpt = self._open(run_dir, cfg, perturb)
+        self.policy = residual_from_checkpoint(ckpt, cfg)
+        width = self.policy.encoder[0].in_features
+        self.observation_space = spaces.Box(-np.inf, np.inf, (width,), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (ckpt.spec.act_dim,), np.float32)
+        self._base: Any = None
+
+    def _advance(self, obs: Mapping[str, Any]) -> np.ndarray:
+        import torch
+
+        state = self._state(obs)
         with torch.inference_mode():
             x, self._base = self.policy.residual_input(state)
         return x[0].numpy().astype(np.float32)
@@ -220,10 +274,7 @@ class ResidualEnv(gym.Env):
 
         from clawgym_ros.training.policies import unflatten_action
 
-        a = np.asarray(action, dtype=np.float32).reshape(-1)
-        if a.shape != self.action_space.shape or not np.all(np.isfinite(a)):
-            raise ActionError(f"residual action must be {self.action_space.shape[0]} finite "
-                              f"values in [-1, 1], got {a.tolist()}")
+        a = self._check(action, "residual action (values in [-1, 1])")
         with torch.inference_mode():
             command = self.policy.combine(self._base, torch.from_numpy(a).unsqueeze(0))
         obs, _, terminated, truncated, info = self.env.step(
@@ -233,12 +284,116 @@ class ResidualEnv(gym.Env):
         info["is_success"] = bool(info.get("success", terminated))   # SB3's success buffer
         return self._advance(obs), float(reward), bool(terminated), bool(truncated), info
 
-    def close(self) -> None:
-        self.env.close()
+
+class DirectEnv(_FinetuneEnv):
+    """A task env as PPO sees it when its actor is the BC network (mode ``direct``).
+
+    Observation: the BC policy's normalized network input. Action: its normalized action
+    chunk, flat (``chunk * act_dim``); a step executes the chunk's control steps (fewer when
+    the episode ends inside it) and returns their summed reward; ``info["control_steps"]``
+    says how many ran. The BC network's own prediction as the action reproduces the BC
+    policy step for step.
+
+    Args: as :class:`ResidualEnv`.
+    """
+
+    def __init__(self, run_dir: str | Path, cfg: FinetuneConfig,
+                 perturb: Callable[[gym.Env], gym.Env] | None = None) -> None:
+        ckpt = self._open(run_dir, cfg, perturb)
+        self.policy = direct_from_checkpoint(ckpt)
+        spec = self.policy.spec
+        self.chunk, self.act_dim = spec.chunk, spec.act_dim
+        self.observation_space = spaces.Box(-np.inf, np.inf, (spec.input_dim,), np.float32)
+        # SB3 wants finite bounds (it clips to them); a normalized action is a few units.
+        self.action_space = spaces.Box(-DIRECT_ACTION_BOUND, DIRECT_ACTION_BOUND,
+                                       (spec.chunk * spec.act_dim,), np.float32)
+        self._raw: Any = None
+
+    def _observe(self, obs: Mapping[str, Any]) -> np.ndarray:
+        import torch
+
+        self._raw = self._state(obs)
+        with torch.inference_mode():
+            return self.policy.normalize_obs(self._raw)[0].numpy().astype(np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.reward.reset()
+        return self._observe(obs), info
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        import torch
+
+        from clawgym_ros.training.policies import unflatten_action
+
+        a = self._check(action, "normalized action chunk")
+        with torch.inference_mode():    # what PolicyModel.act does after the network
+            chunk = self.policy.from_relative(self.policy.unnormalize_action(
+                torch.from_numpy(a).view(1, self.chunk, self.act_dim)), self._raw)[0]
+        total, ran = 0.0, 0
+        terminated = truncated = False
+        info: dict[str, Any] = {}
+        for row in chunk.numpy().astype(np.float64):
+            obs, _, terminated, truncated, info = self.env.step(
+                unflatten_action(row, self.action_spec))
+            reward, _ = self.reward.step(info)
+            total += float(reward)
+            ran += 1
+            if terminated or truncated:
+                break
+        info[C.INFO_REWARD_TERMS] = dict(self.reward.totals)
+        info["is_success"] = bool(info.get("success", terminated))
+        info["control_steps"] = ran
+        return self._observe(obs), total, bool(terminated), bool(truncated), info
 
 
 def _describe(spec: Mapping[str, int]) -> str:
     return ", ".join(f"{k}:{w}" for k, w in spec.items())
+
+
+def _refuse_residual(ckpt: Any) -> None:
+    from clawgym_ros.training.residual import POLICY_RESIDUAL
+
+    if ckpt.spec.type == POLICY_RESIDUAL:
+        raise ConfigError("from", ckpt.artifact.id[:12], "a behaviour-cloning checkpoint (this "
+                          "one is already RL fine-tuned; fine-tune its BC parent "
+                          f"{ckpt.meta.get('init_checkpoint', '?')[:12]})")
+
+
+def direct_from_checkpoint(ckpt: Any) -> Any:
+    """The BC network of ``ckpt`` (weights and normalization loaded, eval mode) for direct
+    fine-tuning.
+
+    Raises:
+        ConfigError: a residual checkpoint, or a policy type whose network PPO's actor cannot
+            take over (anything but ``mlp``: e.g. ``cnn`` reads images, ``task_mlp`` a task
+            one-hot).
+    """
+    from clawgym_ros.training.policies import MLPPolicy
+
+    _refuse_residual(ckpt)
+    spec = ckpt.spec
+    if spec.type != C.POLICY_MLP or spec.image_shape is not None:
+        raise ConfigError("mode", MODE_DIRECT, f"a base checkpoint of policy type "
+                          f"{C.POLICY_MLP} (state in, action chunk out: the network PPO's actor "
+                          f"takes over); checkpoint {ckpt.artifact.id[:12]} is a {spec.type} "
+                          "policy")
+    model = ckpt.build_model()
+    if type(model) is not MLPPolicy:
+        raise ConfigError("mode", MODE_DIRECT, f"a base checkpoint of the built-in "
+                          f"{C.POLICY_MLP} policy; checkpoint {ckpt.artifact.id[:12]}'s type "
+                          f"{spec.type} is {type(model).__name__}")
+    return model
+
+
+def mlp_linears(model: Any) -> list[Any]:
+    """The Linear layers of an ``mlp`` policy, input first: encoder, trunk, head (the layout
+    of an SB3 actor's ``mlp_extractor.policy_net`` with ReLU plus its ``action_net``)."""
+    from torch import nn
+
+    return [m for m in (*model.encoder, *model.trunk, model.head) if isinstance(m, nn.Linear)]
 
 
 def residual_from_checkpoint(ckpt: Any, cfg: FinetuneConfig) -> Any:
@@ -246,13 +401,10 @@ def residual_from_checkpoint(ckpt: Any, cfg: FinetuneConfig) -> Any:
     import torch
 
     from clawgym_ros.training.policies import build_policy
-    from clawgym_ros.training.residual import POLICY_RESIDUAL, residual_spec
+    from clawgym_ros.training.residual import residual_spec
 
+    _refuse_residual(ckpt)
     base_spec = ckpt.spec
-    if base_spec.type == POLICY_RESIDUAL:
-        raise ConfigError("from", ckpt.artifact.id[:12], "a behaviour-cloning checkpoint (this "
-                          "one is already RL fine-tuned; fine-tune its BC parent "
-                          f"{ckpt.meta.get('init_checkpoint', '?')[:12]})")
     per_key = {C.ACT_JOINT_TARGET: cfg.residual_scale_joint,
                C.ACT_GRIPPER: cfg.residual_scale_gripper,
                C.ACT_JOINT_VEL: cfg.residual_scale_velocity,
@@ -274,7 +426,7 @@ def residual_from_checkpoint(ckpt: Any, cfg: FinetuneConfig) -> Any:
 # --------------------------------------------------------------------------- the run
 def work_key(cfg: FinetuneConfig, base_id: str) -> str:
     """Name of the run's work folder: a hash of everything that determines its weights."""
-    data = {"config": {**cfg.to_json(), "base_checkpoint": base_id}, "kind": "rl-residual"}
+    data = {"config": {**cfg.to_json(), "base_checkpoint": base_id}, "kind": f"rl-{cfg.mode}"}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -286,10 +438,11 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
              tensorboard: bool = True,
              on_progress: Callable[[int, int, float], None] | None = None,
              should_stop: Callable[[], bool] | None = None) -> FinetuneResult:
-    """Fine-tune ``cfg.base_checkpoint`` with residual PPO and commit the checkpoint.
+    """Fine-tune ``cfg.base_checkpoint`` with PPO (``cfg.mode``: residual or direct) and
+    commit the checkpoint.
 
     Args:
-        on_progress: called after every rollout with (environment steps so far, total,
+        on_progress: called after every rollout with (simulated control steps so far, total,
             success rate of the episodes finished so far).
         should_stop: polled at every environment step; True stops the run without
             committing anything (:class:`FinetuneCancelledError`).
@@ -297,7 +450,8 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     Raises:
         FinetuneCancelledError: ``should_stop`` said so.
         ArtifactError, CheckpointError: unknown base, or one whose layout does not fit the task.
-        ConfigError: a bad setting (named).
+        ConfigError: a bad setting (named), or direct mode on a policy type whose network
+            cannot be taken over.
     """
     import stable_baselines3 as sb3
     import torch
@@ -317,14 +471,20 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     store = ArtifactStore(run_dir)
     base = ckpt.load_checkpoint(store, cfg.base_checkpoint)
     cfg = dataclasses.replace(cfg, base_checkpoint=base.artifact.id)
-    probe = ResidualEnv(run_dir, cfg)          # checks the layout here, not in a worker
+    direct = cfg.mode == MODE_DIRECT
+    env_cls = DirectEnv if direct else ResidualEnv
+    if direct:
+        direct_from_checkpoint(base)           # the policy type, before any env is built
+    probe = env_cls(run_dir, cfg)              # checks the layout here, not in a worker
+    # PPO counts its own steps: one per control step (residual), one per chunk (direct).
+    chunk = probe.chunk if direct else 1
     probe.close()
     key = work_key(cfg, base.artifact.id)
     work_dir = store.run_dir / C.DIR_TRAIN_WORK / key
     log_dir = store.run_dir / C.DIR_LOGS / C.DIR_TENSORBOARD / key if tensorboard else None
 
     def make() -> gym.Env:
-        return ResidualEnv(run_dir, cfg)
+        return env_cls(run_dir, cfg)
 
     vec_cls = DummyVecEnv if cfg.workers == 1 else SubprocVecEnv
     kwargs = {} if cfg.workers == 1 else {"start_method": "forkserver"}
@@ -333,19 +493,21 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     threads = torch.get_num_threads()
     deterministic = torch.are_deterministic_algorithms_enabled()
     episodes: list[bool] = []
+    simulated = [0]                             # control steps run (direct: chunks x steps)
 
     class _Episodes(BaseCallback):
         def _on_rollout_end(self) -> None:
             if on_progress is not None:
-                on_progress(int(self.num_timesteps), cfg.steps,
+                on_progress(simulated[0], cfg.steps,
                             float(np.mean(episodes)) if episodes else 0.0)
 
         def _on_step(self) -> bool:
             if should_stop is not None and should_stop():
                 raise FinetuneCancelledError(
-                    f"RL fine-tuning stopped at step {self.num_timesteps} of {cfg.steps}; "
+                    f"RL fine-tuning stopped at step {simulated[0]} of {cfg.steps}; "
                     "nothing committed")
             for done, info in zip(self.locals["dones"], self.locals["infos"]):
+                simulated[0] += int(info.get("control_steps", 1))
                 if done:
                     episodes.append(bool(info.get("is_success")))
                     for term, value in info.get(C.INFO_REWARD_TERMS, {}).items():
@@ -355,27 +517,47 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     try:
         torch.set_num_threads(1)
         torch.use_deterministic_algorithms(True)
+        if direct:   # the BC network's widths and activation; its weights copied below
+            arch = {"net_arch": {"pi": list(base.spec.hidden), "vf": [64, 64]},
+                    "activation_fn": nn.ReLU}
+        else:
+            arch = {"net_arch": {"pi": list(cfg.hidden), "vf": [64, 64]},
+                    "activation_fn": nn.Tanh}
         model = sb3.PPO(
-            "MlpPolicy", venv, n_steps=cfg.n_steps, batch_size=cfg.batch_size,
-            n_epochs=cfg.n_epochs, learning_rate=cfg.lr, gamma=cfg.gamma,
-            gae_lambda=cfg.gae_lambda, clip_range=cfg.clip_range,
+            "MlpPolicy", venv, n_steps=max(2, -(-cfg.n_steps // chunk)),
+            batch_size=max(2, -(-cfg.batch_size // chunk)),
+            n_epochs=cfg.n_epochs, learning_rate=cfg.lr, gamma=cfg.gamma ** chunk,
+            gae_lambda=cfg.gae_lambda ** chunk, clip_range=cfg.clip_range,
             target_kl=cfg.target_kl or None, seed=cfg.seed, device="cpu",
-            policy_kwargs={"net_arch": {"pi": list(cfg.hidden), "vf": [64, 64]},
-                           "activation_fn": nn.Tanh, "log_std_init": cfg.log_std_init})
-        with torch.no_grad():      # start exactly at the BC policy (mean correction 0)
-            model.policy.action_net.weight.zero_()
-            model.policy.action_net.bias.zero_()
+            policy_kwargs={**arch, "log_std_init": cfg.log_std_init})
+        actor = [m for m in model.policy.mlp_extractor.policy_net if isinstance(m, nn.Linear)]
+        actor.append(model.policy.action_net)
+        with torch.no_grad():
+            if direct:     # start exactly at the BC policy (mean action = its prediction)
+                for mine, theirs in zip(actor, mlp_linears(direct_from_checkpoint(base)),
+                                        strict=True):
+                    mine.weight.copy_(theirs.weight)
+                    mine.bias.copy_(theirs.bias)
+            else:          # start exactly at the BC policy (mean correction 0)
+                model.policy.action_net.weight.zero_()
+                model.policy.action_net.bias.zero_()
         # SB3 otherwise makes an empty SB3-<date> folder in /tmp for every run.
         model.set_logger(configure(str(log_dir), ["tensorboard"]) if log_dir
                          else silent_logger())
         start = time.perf_counter()
-        model.learn(total_timesteps=cfg.steps, callback=_Episodes(), progress_bar=progress_bar)
+        model.learn(total_timesteps=-(-cfg.steps // chunk), callback=_Episodes(),
+                    progress_bar=progress_bar)
         elapsed = time.perf_counter() - start
-        policy = residual_from_checkpoint(base, cfg)
-        linears = [m for m in model.policy.mlp_extractor.policy_net if isinstance(m, nn.Linear)]
-        linears.append(model.policy.action_net)
-        policy.load_residual([(m.weight.detach(), m.bias.detach()) for m in linears])
-        timesteps = int(model.num_timesteps)
+        if direct:
+            policy = direct_from_checkpoint(base)
+            with torch.no_grad():
+                for mine, trained in zip(mlp_linears(policy), actor, strict=True):
+                    mine.weight.copy_(trained.weight)
+                    mine.bias.copy_(trained.bias)
+        else:
+            policy = residual_from_checkpoint(base, cfg)
+            policy.load_residual([(m.weight.detach(), m.bias.detach()) for m in actor])
+        timesteps = simulated[0] if direct else int(model.num_timesteps)
     finally:
         venv.close()
         torch.set_num_threads(threads)
@@ -385,7 +567,8 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
         "format": ckpt.CHECKPOINT_FORMAT, "train_config": cfg.to_json(),
         "policy_spec": policy.spec.to_json(), "obs_spec": ckpt.spec_pairs(base.obs_spec),
         "action_spec": ckpt.spec_pairs(base.action_spec), "group_names": [],
-        "group_weights": {}, "frozen_groups": [], "dataset_ids": [], "stats": {},
+        "group_weights": {}, "frozen_groups": [], "dataset_ids": [],
+        "stats": base.meta.get("stats", {}) if direct else {},
         "init_checkpoint": base.artifact.id, "finetune": "rl",
     }
     ckpt.write_step(work_dir, timesteps, policy=policy, meta=meta, state_tensors={},
@@ -394,6 +577,9 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     content = {"step": timesteps, "steps": cfg.steps, "episodes": len(episodes),
                "train_success_rate": success, "base_checkpoint": base.artifact.id,
                "work_key": key, "finetune": "rl", "algorithm": cfg.algorithm}
+    if direct:
+        content["mode"] = cfg.mode
+        content["ppo_steps"] = int(model.num_timesteps)
     steps_per_s = timesteps / max(elapsed, 1e-9)
     artifact = ckpt.commit_checkpoint(
         store, work_dir, timesteps, summary_content=content,
