@@ -77,12 +77,17 @@ TOPIC_TASK_STATE = "task_state"
 #: sim_node, lockstep mobile base: the base command stamped with the observation it acts on
 #: (geometry_msgs/TwistStamped), so a lockstep step can wait for exactly its command.
 TOPIC_CMD_VEL_STAMPED = "cmd_vel_stamped"
+#: sim_node in a task world with a disturbance configured: the event and its recovery after
+#: every step (clawgym_interfaces/PerturbationState; same QoS as task_state).
+TOPIC_DISTURBANCE_STATE = "disturbance_state"
 
 # --- Services -------------------------------------------------------------------------------
 SRV_RESET = "sim/reset"
 SRV_STEP = "sim/step"
 SRV_SET_LIGHTING = "sim/set_lighting"
 SRV_SET_DYNAMICS = "sim/set_dynamics"
+#: sim_node: the disturbance of the next episodes (clawgym_interfaces/SetPerturbation).
+SRV_SET_DISTURBANCE = "sim/set_disturbance"
 SRV_SET_PERTURBATION = "set_perturbation"
 SRV_PLAN_MOTION = "plan_motion"
 SRV_SAFETY_RESET = "safety/reset"

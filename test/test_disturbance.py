@@ -316,10 +316,14 @@ def test_synth_refuses_a_disturbance_mixture_the_task_does_not_support(tmp_path,
     assert len(err.splitlines()) == 1 and not out.exists()
 
 
-def test_ros_mode_refuses_a_family_it_cannot_apply(tmp_path, capsys):
-    """The ROS graph has no disturbance interposer: refused before anything starts, rather
-    than run undisturbed under the family's name."""
+def test_ros_mode_refuses_a_family_it_cannot_apply(tmp_path, capsys, monkeypatch):
+    """A family the ROS graph cannot apply (no interposer, and here sim_node's disturbance
+    part taken away): refused before anything starts, rather than run undisturbed under the
+    family's name. (Disturbance cells through ROS: test_disturbance_ros.py.)"""
+    from clawgym_ros.evaluation import ros_mode
     from clawgym_ros.evaluation.config import EvalConfig
+
+    monkeypatch.setattr(ros_mode, "SIM_NODE_FAMILIES", ())
     from clawgym_ros.evaluation.rollout import PolicySource
     from clawgym_ros.orchestration.evaluation import run_evaluation
 

@@ -444,12 +444,16 @@ def test_a_registered_image_policy_is_refused_without_images_by_its_declared_nee
     assert not uses_image(PolicySource.parse(POLICY).load())
 
 
-def test_ros_mode_refuses_a_family_it_cannot_reproduce(tmp_path):
-    """A disturbance cell (mid-episode events, in-process only) in ros mode: one line naming
-    the family and those ROS mode runs, before anything starts (it used to run unperturbed
-    under the family's name)."""
+def test_ros_mode_refuses_a_family_it_cannot_reproduce(tmp_path, monkeypatch):
+    """A family without an interposer node that sim_node does not apply either (here:
+    disturbance, with sim_node's part taken away) in ros mode: one line naming the family and
+    those ROS mode runs, before anything starts (it would run unperturbed under the family's
+    name)."""
     pytest.importorskip("rclpy")
     from clawgym_ros.errors import ConfigError
+    from clawgym_ros.evaluation import ros_mode
+
+    monkeypatch.setattr(ros_mode, "SIM_NODE_FAMILIES", ())
     from clawgym_ros.evaluation.suites import expand, parse_suite
     from clawgym_ros.ros_io.eval_graph import run_ros_graph
 

@@ -74,6 +74,9 @@ HOLD_FAMILIES: tuple[str, ...] = C.OBSERVATION_FAMILIES
 #: gps_dropout_node republish the held values themselves, exactly as the wrappers show them
 #: (a wall-clock hold could act before a late sample arrived).
 CLOCK_HOLD_FAMILIES: tuple[str, ...] = ()
+#: Families sim_node applies itself in lockstep, without an interposer node: ``disturbance``
+#: (``sim/set_disturbance``: the in-process wrapper around sim_node's task env; task worlds).
+SIM_NODE_FAMILIES: tuple[str, ...] = (C.FAMILY_DISTURBANCE,)
 #: Observation keys the sensor topics give per scene (tool_pose by forward kinematics).
 SENSOR_OBSERVATION_KEYS: dict[str, tuple[str, ...]] = {
     C.SCENE_TABLETOP: (C.OBS_JOINT_POS, C.OBS_JOINT_VEL, C.OBS_GRIPPER, C.OBS_TOOL_POSE,
@@ -263,21 +266,27 @@ def needed_families(specs: Iterable[EpisodeSpec]) -> list[str]:
     return [f for f in interposers() if f in used and f in HOLD_FAMILIES]
 
 
+def ros_families() -> tuple[str, ...]:
+    """The perturbation families the lockstep graph reproduces: those with an interposer node
+    and those sim_node applies itself (:data:`SIM_NODE_FAMILIES`)."""
+    return (*interposers(), *(f for f in SIM_NODE_FAMILIES if f not in interposers()))
+
+
 def check_ros_families(specs: Iterable[EpisodeSpec]) -> None:
     """Refuse specs of a perturbation family the ROS graph cannot reproduce (no interposer and
-    no sim_node service applies it, e.g. ``disturbance``: in-process only), before anything
-    starts; such an episode would otherwise run unperturbed under its family's name.
+    not applied by sim_node: a family registered without a node), before anything starts;
+    such an episode would otherwise run unperturbed under its family's name.
 
     Raises:
         ConfigError: naming the family and those ROS mode runs.
     """
-    nodes = interposers()
+    known = ros_families()
     for spec in specs:
         for family in spec.families:
-            if family not in nodes:
+            if family not in known:
                 raise ConfigError("suite", f"{spec.task} / {family}",
                                   "perturbation families ROS mode reproduces: "
-                                  + ", ".join(nodes) + f" ({family} runs in-process "
+                                  + ", ".join(known) + f" ({family} runs in-process "
                                   "only: --mode in_process)")
 
 

@@ -5,11 +5,16 @@ Publishes (sensor QoS unless noted): ``joint_states_raw``, ``image_raw`` + ``cam
 ``odom`` (the robot's odometry as the env observes it: gps_nav's wheel odometry in a task
 world) + ``ground_truth/odom`` (the base's true pose, world frame), ``object_poses_raw``
 (ground truth, tabletop), ``task_state`` (task worlds; latched,
-clawgym_interfaces/TaskState: :meth:`~clawgym_ros.sim.session.SimSession.task_state`) and
-``/clock``
+clawgym_interfaces/TaskState: :meth:`~clawgym_ros.sim.session.SimSession.task_state`),
+``disturbance_state`` (task worlds with a disturbance configured; same QoS as task_state;
+clawgym_interfaces/PerturbationState: the event and its recovery,
+:mod:`clawgym_ros.ros_io.disturbance`) and ``/clock``
 (clock QoS). Subscribes (reliable): ``joint_trajectory``, ``gripper_command``, ``cmd_vel``,
 ``cmd_vel_stamped`` (TwistStamped: the lockstep base command, stamped like a trajectory).
-Serves ``sim/reset``, ``sim/step``, ``sim/set_lighting``, ``sim/set_dynamics``.
+Serves ``sim/reset``, ``sim/step``, ``sim/set_lighting``, ``sim/set_dynamics`` and
+``sim/set_disturbance`` (SetPerturbation: the disturbance of the episodes from the next reset
+on, applied by the in-process wrapper around the task env, so an event fires at the same
+control step as in-process).
 
 Worlds: parameters ``task`` / ``template`` (empty task = the bare scene of ``scenario``) and,
 per episode, ``sim/reset``'s ``scenario`` field: a scene (``tabletop``, ``outdoor``), a task
@@ -68,12 +73,13 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, Imu, JointState, NavSatFix
 from trajectory_msgs.msg import JointTrajectory
 
-from clawgym_interfaces.msg import GripperCommand, TaskState
-from clawgym_interfaces.srv import ResetSim, SetDynamics, SetLighting, StepSim
+from clawgym_interfaces.msg import GripperCommand, PerturbationState, TaskState
+from clawgym_interfaces.srv import ResetSim, SetDynamics, SetLighting, SetPerturbation, StepSim
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError
 from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import nanos, stamp_nanos, time_msg, time_seconds
+from clawgym_ros.ros_io.disturbance import disturbance_config, disturbance_state_msg
 from clawgym_ros.ros_io.lean_executor import executor_for
 from clawgym_ros.ros_io.params import check_unknown_parameters, declare_config
 from clawgym_ros.ros_io.qos import (
@@ -88,6 +94,7 @@ from clawgym_ros.ros_io.spin import StartError, autostart, declared, init_rclpy
 from clawgym_ros.sim.pacing import CLOCK_LOCKSTEP, RealTimePacer
 from clawgym_ros.sim.session import (
     SENSOR_CAMERA,
+    SENSOR_DISTURBANCE,
     SENSOR_GPS,
     SENSOR_IMU,
     SENSOR_JOINTS,
@@ -155,9 +162,11 @@ class SimNode(Node):
             SENSOR_OBJECTS: (PoseArray, C.TOPIC_OBJECT_POSES_RAW, cfg.publish_object_poses),
             # Always: a reset may switch a bare scene into a task world.
             SENSOR_TASK: (TaskState, C.TOPIC_TASK_STATE, True),
+            SENSOR_DISTURBANCE: (PerturbationState, C.TOPIC_DISTURBANCE_STATE, True),
             "clock": (Clock, C.TOPIC_CLOCK, cfg.publish_clock),
         }
-        special = {"clock": CLOCK_QOS, SENSOR_TASK: TASK_STATE_QOS}
+        special = {"clock": CLOCK_QOS, SENSOR_TASK: TASK_STATE_QOS,
+                   SENSOR_DISTURBANCE: TASK_STATE_QOS}
         self._pubs = {
             key: self.create_lifecycle_publisher(msg_type, topic, special.get(key, qos), **events)
             for key, (msg_type, topic, enabled) in wanted.items() if enabled}
@@ -182,6 +191,8 @@ class SimNode(Node):
             self.create_service(StepSim, C.SRV_STEP, self._on_step),
             self.create_service(SetLighting, C.SRV_SET_LIGHTING, self._on_set_lighting),
             self.create_service(SetDynamics, C.SRV_SET_DYNAMICS, self._on_set_dynamics),
+            self.create_service(SetPerturbation, C.SRV_SET_DISTURBANCE,
+                                self._on_set_disturbance),
         ]
         self.get_logger().info(
             f"configured: world={self.session.world.name} clock={self.config.clock_mode} "
@@ -306,6 +317,10 @@ class SimNode(Node):
             state = session.task_state()
             if state is not None:
                 pub.publish(sensors.task_state_msg(state, stamp_nanos(stamp)))
+        elif sensor == SENSOR_DISTURBANCE:
+            current = session.disturbance_state()
+            if current is not None:
+                pub.publish(disturbance_state_msg(**current, stamp_ns=stamp_nanos(stamp)))
 
     # ------------------------------------------------------------------ commands
     def _command(self, what: str, apply: Callable[[SimSession], None]) -> None:
@@ -470,6 +485,11 @@ class SimNode(Node):
     def _on_set_dynamics(self, request: SetDynamics.Request, response: SetDynamics.Response):
         return self._serve(response, "set_dynamics",
                            lambda session: session.set_dynamics(dynamics_settings(request)))
+
+    def _on_set_disturbance(self, request: SetPerturbation.Request,
+                            response: SetPerturbation.Response):
+        return self._serve(response, "set_disturbance",
+                           lambda session: session.set_disturbance(disturbance_config(request)))
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:

@@ -69,15 +69,15 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
 
         results = run_specs(source, specs, cfg.workers, options, progress, cancel, pool)
     else:
-        from clawgym_ros.perturbations import interposer_nodes
+        from clawgym_ros.evaluation.ros_mode import ros_families
 
-        # A family the ROS graph cannot apply (no interposer node, e.g. disturbance) would run
-        # its cells unperturbed under the family's name.
+        # A family the ROS graph cannot apply (no interposer node, not applied by sim_node)
+        # would run its cells unperturbed under the family's name.
         for spec in specs:
-            missing = [f for f in spec.families if f not in interposer_nodes()]
+            missing = [f for f in spec.families if f not in ros_families()]
             if missing:
                 raise ConfigError("suite", cfg.suite, f"cells with families that run over ROS "
-                                  f"(with an interposer node) for --mode ros; {missing[0]} "
+                                  f"({', '.join(ros_families())}) for --mode ros; {missing[0]} "
                                   "runs in_process only")
         from clawgym_ros.ros_io.eval_graph import run_ros_graph
 

@@ -178,6 +178,13 @@ def _lockstep_graph(specs: Sequence[EpisodeSpec], policy: str, run_dir: str, log
 
             raise ConfigError("world", world, f"'task' for {spec.task} (the scene world "
                               "scores arm tasks only)")
+        if resolve_world(spec.task, world) == WORLD_SCENE and \
+                C.FAMILY_DISTURBANCE in spec.families:
+            from clawgym_ros.errors import ConfigError
+
+            # As the in-process wrapper refuses it (sim_node's bare scene has no stages).
+            raise ConfigError("disturbance", spec.event or "object_drop",
+                              "a task world (the disturbance needs the task's stages)")
     image_size = _image_size(policy, run_dir)
     processes = graph_processes(specs, policy, run_dir, scene=scene, max_chunk=max_chunk,
                                 world=start_world, image=bool(image_size),

@@ -24,11 +24,23 @@ apply them after ``env.reset`` (the lighting/dynamics nodes re-send on wall-cloc
 cannot hit a lockstep step exactly); the lighting perturbation is advanced every step as the
 wrapper advances it (its recorded parameters), but only the reset's lighting is sent, so
 images of a time-varying lighting schedule are not reproduced step by step.
+
+Disturbances (task worlds): before each reset of a disturbance cell the driver sends the
+cell's :class:`~clawgym_ros.perturbations.disturbance.DisturbanceConfig` to
+``sim/set_disturbance`` (a fresh core per episode, as in-process; ``none`` once after the last
+such cell); sim_node then steps its task env through the in-process
+:class:`~clawgym_ros.perturbations.disturbance.DisturbanceWrapper`, so the event fires at the
+same step with the same size, and publishes the core's state and the recovery record on
+``disturbance_state`` after every step (:mod:`clawgym_ros.ros_io.disturbance`). The driver
+takes them with the other ground truth of each step: the episode's ``disturbance.*``
+parameters are those of its last step, its ``recovery`` that of the last step the scorer
+accepted (the in-process runner's rule).
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 import time
 import types
@@ -44,10 +56,10 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
-from clawgym_interfaces.msg import TaskState
+from clawgym_interfaces.msg import PerturbationState, TaskState
 from clawgym_interfaces.srv import ResetSim, SetDynamics, SetLighting, SetPerturbation, StepSim
 from clawgym_ros import constants as C
-from clawgym_ros.errors import ClawgymError
+from clawgym_ros.errors import ClawgymError, ConfigError
 from clawgym_ros.evaluation.observation import ObservationAssembler, odom_vector
 from clawgym_ros.evaluation.records import EpisodeResult
 from clawgym_ros.evaluation.rollout import (
@@ -70,6 +82,7 @@ from clawgym_ros.evaluation.scripted import LiftTracker
 from clawgym_ros.evaluation.suites import EpisodeSpec
 from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import nanos, stamp_nanos, time_seconds
+from clawgym_ros.ros_io.disturbance import disturbance_request, disturbance_state_values
 from clawgym_ros.ros_io.sim_services import dynamics_request, lighting_request
 
 CONTROL_DT = 0.02
@@ -128,9 +141,13 @@ class LockstepEvaluator:
             for f in families}
         self.lighting_client = node.create_client(SetLighting, C.SRV_SET_LIGHTING)
         self.dynamics_client = node.create_client(SetDynamics, C.SRV_SET_DYNAMICS)
+        self.disturbance_client = node.create_client(SetPerturbation, C.SRV_SET_DISTURBANCE)
+        # Whether sim_node was last told to disturb (it is told 'none' once afterwards).
+        self._disturbing = False
         # Ground truth per stream, in arrival order (one writer each: in stamp order).
         self._truth: dict[str, collections.deque] = {
-            key: collections.deque() for key in ("joints", "objects", "odom", "task")}
+            key: collections.deque()
+            for key in ("joints", "objects", "odom", "task", "disturbance")}
         self._arrived = threading.Condition()
         self._subs = [
             node.create_subscription(
@@ -139,15 +156,19 @@ class LockstepEvaluator:
             for key, msg_type, topic in (("joints", JointState, C.TOPIC_JOINT_STATES_RAW),
                                          ("objects", PoseArray, C.TOPIC_OBJECT_POSES_RAW),
                                          ("odom", Odometry, C.TOPIC_ODOM_TRUTH),
-                                         ("task", TaskState, C.TOPIC_TASK_STATE))]
+                                         ("task", TaskState, C.TOPIC_TASK_STATE),
+                                         ("disturbance", PerturbationState,
+                                          C.TOPIC_DISTURBANCE_STATE))]
 
     @staticmethod
-    def _world_streams(scene: str, task_world: bool) -> tuple[str, ...]:
+    def _world_streams(scene: str, task_world: bool, disturbed: bool = False
+                       ) -> tuple[str, ...]:
         """The ground truth of a scene: joints and object poses (arm) or joints and the true
         odometry (``ground_truth/odom``; ``odom`` is the robot's own, wheel odometry in gps_nav)
-        (mobile base: the scorer's position and the stages' input), plus task_state."""
+        (mobile base: the scorer's position and the stages' input), plus task_state (and
+        disturbance_state in a disturbance cell)."""
         return ("joints", "objects" if scene == C.SCENE_TABLETOP else "odom") + (
-            ("task",) if task_world else ())
+            ("task",) if task_world else ()) + (("disturbance",) if disturbed else ())
 
     def _use_scene(self, scene: str) -> None:
         if scene not in self._assemblers:
@@ -157,7 +178,7 @@ class LockstepEvaluator:
     def close(self) -> None:
         """Destroy the clients."""
         for client in (self.reset_client, self.step_client, self.policy_client,
-                       self.lighting_client, self.dynamics_client,
+                       self.lighting_client, self.dynamics_client, self.disturbance_client,
                        *self.perturbation_clients.values()):
             self.node.destroy_client(client)
         self.perturbation_clients = {}
@@ -217,10 +238,12 @@ class LockstepEvaluator:
                     if not ready():
                         self._arrived.wait(min(left, 0.1))
 
-    def _next_truth(self, after_ns: int) -> tuple[Any, dict[str, np.ndarray], dict | None]:
+    def _next_truth(self, after_ns: int
+                    ) -> tuple[Any, dict[str, np.ndarray], dict | None, Any]:
         """The true state of the control step after ``after_ns`` from the raw topics (stamp
-        message, state, task state or None); older samples (the t = 0 ones of a reset or of
-        activation, the unscored end of the last run) are dropped.
+        message, state, task state or None, disturbance_state message or None); older
+        samples (the t = 0 ones of a reset or of activation, the unscored end of the last run)
+        are dropped.
 
         Raises:
             LockstepError: a sample is missing (a later one arrived first) or none came.
@@ -243,8 +266,10 @@ class LockstepEvaluator:
                 or abs(stamp_ns - after_ns - self._dt_ns) > 1000):
             raise LockstepError(f"ros evaluation: ground truth after t={after_ns * 1e-9:.3f} "
                                 "was lost (a later sample came first)")
-        return samples[0].header.stamp, self._truth_state(samples[0], samples[1]), \
-            samples[2].state if len(samples) > 2 else None
+        by_key = dict(zip(streams, samples, strict=True))
+        task = by_key.get("task")
+        return (samples[0].header.stamp, self._truth_state(samples[0], samples[1]),
+                task.state if task is not None else None, by_key.get("disturbance"))
 
     def _truth_state(self, js: JointState, second: Any) -> dict[str, np.ndarray]:
         """The scorer's true state from a joint state and the object poses (arm) or the
@@ -376,6 +401,14 @@ class LockstepEvaluator:
     # ------------------------------------------------------------------ episodes
     def _configure_perturbations(self, spec: EpisodeSpec) -> list[Any]:
         cores = perturbations_of(spec)
+        disturbance = next((c for c in cores if c.config.family == C.FAMILY_DISTURBANCE), None)
+        if disturbance is not None or self._disturbing:
+            # Every disturbance episode gets a fresh core in sim_node (as in-process: its
+            # first reset begins episode 0); afterwards 'none' once.
+            self._call(self.disturbance_client,
+                       disturbance_request(None if disturbance is None
+                                           else disturbance.config), "sim/set_disturbance")
+            self._disturbing = disturbance is not None
         for family, client in self.perturbation_clients.items():
             req = SetPerturbation.Request()
             if family in spec.families:
@@ -419,9 +452,17 @@ class LockstepEvaluator:
             raise ClawgymError(f"ros evaluation: task {spec.task} runs in its task world "
                                "only (the scene world scores arm tasks)")
         self._use_scene(scene)
-        self._streams = self._world_streams(scene, task_world)
+        disturbed = C.FAMILY_DISTURBANCE in spec.families
+        if disturbed and not task_world:
+            raise ConfigError("disturbance", spec.event or "object_drop",
+                              "a task world (the disturbance needs the task's stages)")
+        self._streams = self._world_streams(scene, task_world, disturbed)
         limit = episode_limit(spec.task, world, self.max_steps)
         cores = self._configure_perturbations(spec)
+        with self._arrived:
+            # Only older episodes' states can be queued here (sim_node publishes none without
+            # a disturbance; a disturbance episode's end was drained).
+            self._truth["disturbance"].clear()
         reset = self._reset(int(spec.seed), world_name(spec, world))
         self._apply_backend_perturbations(cores, time_seconds(reset.stamp))
         lighting = [c for c in cores if c.config.family == C.FAMILY_LIGHTING]
@@ -444,12 +485,17 @@ class LockstepEvaluator:
             state = self._truth_state(self._sample_at("joints", now_ns),
                                       self._sample_at("odom", now_ns))
         tracker = None
+        recovery = None
         if task_world:
             from clawgym_ros.tasks.registry import get_task
 
             task = self._task_at(now_ns)
             stages, reached = task["stages"], list(task["stages_reached"])
             max_force = get_task(spec.task).max_contact_force
+            if disturbed:
+                # The record at reset (the in-process wrapper's reset info).
+                _, recovery = disturbance_state_values(
+                    self._sample_at("disturbance", now_ns), stages)
         else:
             tracker = LiftTracker()
             stages, reached, max_force = tracker.stages, [], float("inf")
@@ -462,6 +508,7 @@ class LockstepEvaluator:
             reached = tracker.reached_names
         success = ended = False
         steps = 0
+        core_values: dict[Any, dict[str, float]] = {}
         while not ended and steps < limit:
             run = min(RUN_STEPS, limit - steps)
             what = f"sim/step x{run} from t={t:.3f} (waits for the policy's commands)"
@@ -472,8 +519,15 @@ class LockstepEvaluator:
                     # The wrapper advances lighting before each step (the recorded parameters).
                     core.update(t + CONTROL_DT)
                 # The states of this run, in order; after the end the run is only finished.
-                truth_stamp, state, task = self._next_truth(now_ns)
+                truth_stamp, state, task, dist = self._next_truth(now_ns)
                 now_ns = stamp_nanos(truth_stamp)
+                if dist is not None:
+                    # The core's state after this step (what the record's disturbance.* holds),
+                    # and its recovery record, taken below once the scorer accepts the step.
+                    values, step_recovery = disturbance_state_values(dist, stages)
+                    for core in cores:
+                        if core.config.family == C.FAMILY_DISTURBANCE:
+                            core_values[core] = values
                 t = time_seconds(truth_stamp)
                 for core in gps:
                     core.decide(t)
@@ -485,6 +539,8 @@ class LockstepEvaluator:
                                       bool(collision)):
                     ended = True
                     break
+                if dist is not None:
+                    recovery = step_recovery
                 if task is not None:
                     reached, success = list(task["stages_reached"]), bool(task["success"])
                 else:
@@ -500,7 +556,13 @@ class LockstepEvaluator:
         # sim_node, so no command of this episode can arrive after the next reset.
         self._finish(self._run(stamp, 0), f"last command at t={time_seconds(stamp):.3f}")
         self._drain(stamp_nanos(stamp), now_ns)
-        return scorer.result(stages, reached, success, perturbation_values(cores))
+        values = perturbation_values(cores)
+        for core, state in core_values.items():
+            values.update({f"{core.config.family}.{k}": v for k, v in state.items()})
+        result = scorer.result(stages, reached, success, values)
+        if recovery is not None:
+            result = dataclasses.replace(result, recovery=recovery)
+        return result
 
     def run(self, specs: Sequence[EpisodeSpec],
             progress: Callable[[int, int, int], None] | None = None,
@@ -548,6 +610,7 @@ def wait_ready(evaluator: LockstepEvaluator, timeout: float = 30.0,
     deadline = time.monotonic() + timeout
     clients = [evaluator.reset_client, evaluator.step_client, evaluator.policy_client,
                evaluator.lighting_client, evaluator.dynamics_client,
+               evaluator.disturbance_client,
                *evaluator.perturbation_clients.values()]
     for client in clients:
         while not client.wait_for_service(timeout_sec=0.25):

@@ -17,6 +17,13 @@ evaluation steps it, so physics, stages and success are the very same code. A wo
 :meth:`SimSession.task_state` is what the node publishes on ``task_state``: template, goal,
 stages reached, success, the step's contact force and collision, and the task env's
 observation keys that no sensor carries (``place_goal``, ``hand_state``, ...).
+
+Disturbances (:meth:`SimSession.set_disturbance`, task worlds): from the next reset on, the
+task env is stepped through the in-process
+:class:`~clawgym_ros.perturbations.disturbance.DisturbanceWrapper` itself, so the event fires
+at the same control step, through the same code, as in an in-process evaluation;
+:meth:`SimSession.disturbance_state` is the core's state and the recovery record after the
+last step.
 """
 
 from __future__ import annotations
@@ -61,8 +68,9 @@ SENSOR_GPS = "gps"
 SENSOR_ODOM = "odom"
 SENSOR_OBJECTS = "object_poses"
 SENSOR_TASK = "task_state"
+SENSOR_DISTURBANCE = "disturbance_state"
 SENSORS: tuple[str, ...] = (SENSOR_JOINTS, SENSOR_CAMERA, SENSOR_IMU, SENSOR_GPS, SENSOR_ODOM,
-                            SENSOR_OBJECTS, SENSOR_TASK)
+                            SENSOR_OBJECTS, SENSOR_TASK, SENSOR_DISTURBANCE)
 
 
 def _f(default: Any, text: str) -> Any:
@@ -254,6 +262,9 @@ class SimSession:
         # env with a fixed template never draws one, so the same seed gives the same episode).
         self._envs: dict[tuple[str, str], Any] = {}
         self.env: Any = None
+        # What is stepped: the task env, or the disturbance wrapper around it.
+        self._stepper: Any = None
+        self._disturbance: Any = None
         self._info: dict[str, Any] = {}
         self._obs: dict[str, np.ndarray] = {}
         self.steps = 0
@@ -315,6 +326,7 @@ class SimSession:
             SENSOR_ODOM: cfg.publish_odom and not self.is_arm,
             SENSOR_OBJECTS: cfg.publish_object_poses and self.is_arm,
             SENSOR_TASK: self.env is not None,
+            SENSOR_DISTURBANCE: self.disturbed,
         }[sensor]
 
     # ------------------------------------------------------------------ world
@@ -333,13 +345,22 @@ class SimSession:
             env = self._envs.get(key)
             if env is None:
                 env = self._envs[key] = build_task_env(world, self.config)
-            self._obs, self._info = env.reset(seed=seed)
-            self.env, self.backend = env, env.backend
+            stepper = env
+            if self._disturbance is not None:
+                from clawgym_ros.perturbations.disturbance import DisturbanceWrapper
+
+                stepper = DisturbanceWrapper(env, self._disturbance)
+            self._obs, self._info = stepper.reset(seed=seed)
+            self.env, self.backend, self._stepper = env, env.backend, stepper
         else:
+            if self._disturbance is not None:
+                # The in-process scene world refuses the family the same way.
+                raise ConfigError("disturbance", self._disturbance.config.event,
+                                  "a task world (the disturbance needs the task's stages)")
             if self._bare is None:
                 self._bare = build_backend(dataclasses.replace(self.config, scenario=world.scene,
                                                                task="", template=""))
-            self.env, self._obs, self._info = None, {}, {}
+            self.env, self._stepper, self._obs, self._info = None, None, {}, {}
             self.backend = self._bare
             self.backend.reset(seed, world.scene)
         self.world = world
@@ -360,6 +381,7 @@ class SimSession:
             SENSOR_ODOM: EveryN(rate, self.config.state_rate),
             SENSOR_OBJECTS: EveryN(rate, self.config.state_rate),
             SENSOR_TASK: EveryN(rate, self.config.state_rate),
+            SENSOR_DISTURBANCE: EveryN(rate, self.config.state_rate),
             SENSOR_GPS: EveryN(rate, self.config.gps_rate),
             SENSOR_CAMERA: EveryN(rate, self.config.camera_rate),
         }
@@ -373,6 +395,40 @@ class SimSession:
             raise ConfigError("control_rate", self.config.control_rate,
                               f"0 or {1.0 / backend_dt:g} Hz divided by a whole number")
         return k
+
+    def set_disturbance(self, config: Any | None) -> None:
+        """Disturb the episodes from the next reset on (a
+        :class:`~clawgym_ros.perturbations.disturbance.DisturbanceConfig`; None or family
+        ``none``: no disturbance). The reset's seed begins the episode, as
+        ``env.reset(seed=...)`` does on the wrapper.
+
+        Raises:
+            ConfigError: a config of another family.
+        """
+        from clawgym_ros.perturbations.disturbance import Disturbance, DisturbanceConfig
+
+        if config is None or config.family == C.FAMILY_NONE:
+            self._disturbance = None
+            return
+        if not isinstance(config, DisturbanceConfig):
+            raise ConfigError("disturbance", type(config).__name__, "a DisturbanceConfig")
+        self._disturbance = Disturbance(config)
+
+    @property
+    def disturbed(self) -> bool:
+        """Whether the current episode runs under a disturbance (task worlds only)."""
+        return self._disturbance is not None and self.env is not None
+
+    def disturbance_state(self) -> dict[str, Any] | None:
+        """The disturbance after the last step (None without one): ``state`` (the core's,
+        what an in-process episode records as ``disturbance.*``), ``record`` (the recovery
+        record, its ``recovery``), ``stages`` (the task's), ``config`` and ``active``."""
+        if not self.disturbed:
+            return None
+        core = self._disturbance
+        return {"state": core.state(), "record": dict(self._info.get(C.INFO_DISTURBANCE, {})),
+                "stages": tuple(self.env.tracker.stages), "config": core.config,
+                "active": bool(core.active)}
 
     def set_lighting(self, settings: LightingSettings | None) -> None:
         """Apply lighting relative to defaults; None restores lighting *and* dynamics defaults
@@ -474,7 +530,7 @@ class SimSession:
                 # Command the state at the end of this backend step (the servo tracks it).
                 t_next = (before + n) * self.control_dt + (j + 1) * backend_dt
                 if self.env is not None:
-                    self._obs, _, _, _, self._info = self.env.step(self._action(t_next))
+                    self._obs, _, _, _, self._info = self._stepper.step(self._action(t_next))
                 else:
                     self.backend.step(self._action(t_next))
             self.steps += 1

@@ -72,6 +72,9 @@ _TOPICS = (
              C.TOPIC_TASK_STATE, None, None, "sim_node only, in a task world (template, goal, "
              "stages reached, success, contact force, task observation keys such as "
              "place_goal); Gazebo runs no stage tracker"),
+    SimTopic(C.TOPIC_DISTURBANCE_STATE, "clawgym_interfaces/msg/PerturbationState", PUBLISH,
+             C.TOPIC_DISTURBANCE_STATE, None, None, "sim_node only, in a task world with a "
+             "disturbance (sim/set_disturbance): the event and its recovery after every step"),
     SimTopic(C.TOPIC_JOINT_TRAJECTORY, "trajectory_msgs/msg/JointTrajectory", SUBSCRIBE,
              C.TOPIC_JOINT_TRAJECTORY, "joint_trajectory", "gz.msgs.JointTrajectory"),
     SimTopic(C.TOPIC_CMD_VEL, "geometry_msgs/msg/Twist", SUBSCRIBE, C.TOPIC_CMD_VEL,
