@@ -23,6 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="mixture YAML (task, template, family, intensity, difficulty, "
                              "weight); overrides --task")
     parser.add_argument("--images", action="store_true", help="record wrist camera frames")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="expert option for every episode (part of the dataset id): "
+                             "timing=quintic|optimal, acceleration_scale=X (with optimal), "
+                             "velocity_scale=X, planning=auto|ompl")
     parser.add_argument("--from-report", metavar="REPORT_ID", default="",
                         help="recovery demonstrations: restart the experts from the failure "
                              "states of this evaluation report (in --out's store)")
@@ -69,7 +73,45 @@ def _run(args: argparse.Namespace) -> int:
     request = SynthRequest.from_args(args.out, args.episodes, args.seed, task=args.task,
                                      mixture_path=args.mixture, workers=args.workers,
                                      images=args.images)
+    if args.option:
+        import dataclasses
+
+        request = dataclasses.replace(request, options=expert_options(args.option))
     artifact, summary = synthesize(request)
     print(artifact.id if artifact is not None else "")
     print(json.dumps(summary.to_dict(), sort_keys=True))
     return 0
+
+
+#: Expert options ``--option`` accepts (:class:`~clawgym_ros.tasks.expert.ExpertOptions`).
+OPTION_NAMES = ("timing", "acceleration_scale", "velocity_scale", "planning")
+
+
+def expert_options(items: list[str]) -> dict[str, object]:
+    """``KEY=VALUE`` strings -> generator options (numbers parsed), checked by name and value.
+
+    Raises:
+        ConfigError: a malformed item, an unknown name or a value out of range.
+    """
+    from clawgym_ros.config import check_choice, check_option_names
+    from clawgym_ros.errors import ConfigError
+    from clawgym_ros.tasks.expert import ExpertOptions
+
+    options: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError("--option", item, "KEY=VALUE")
+        try:
+            options[key] = float(value) if key.endswith("_scale") else value
+        except ValueError:
+            raise ConfigError(f"--option {key}", value, "a number") from None
+    check_option_names(options, OPTION_NAMES, "--option ")
+    if "timing" in options:
+        from clawgym_ros.tasks.expert import TIMINGS
+
+        check_choice("--option timing", str(options["timing"]), TIMINGS)
+    if "planning" in options:
+        check_choice("--option planning", str(options["planning"]), ("auto", "ompl"))
+    ExpertOptions(**{k: v for k, v in options.items() if k != "planning"})  # type: ignore
+    return options

@@ -15,7 +15,12 @@ collision checker and mink IK on a copy of the template's model):
   tool line, each seeded with the previous solution, and reject joint jumps;
 * timing: a quintic (minimum-jerk) time scaling along the joint polyline, within the URDF
   velocity limits (``velocity_scale``), acceleration limits and an optional tool speed (slow
-  final segments); OMPL paths are timed by the planner's toppra.
+  final segments); OMPL paths are timed by the planner's toppra. Option ``timing="optimal"``
+  (off by default: it changes the demonstrations): the time-optimal profile along the
+  polyline instead (trapezoidal path speed at the full URDF velocity limits and the declared
+  accelerations times ``acceleration_scale``; no jerk limit: what toppra gives along a
+  straight line, without its solver), the gripper at its finger speed limit and the settling
+  dwells shortened to :data:`OPTIMAL_SETTLE`.
 
 Every control step sends ``joint_target`` (the path at the end of the step), ``joint_velocity``
 (its derivative, feed-forward) and ``gripper`` (width, ramped within the finger speed limit)
@@ -49,6 +54,12 @@ GOAL_OBS_KEYS = (C.OBS_PLACE_GOAL,)
 #: Gripper width command slew rate (m/s of total width): each finger moves at half of it,
 #: well inside the URDF finger velocity limit (0.2 m/s).
 GRIPPER_RATE = 0.2
+#: Gripper width slew rate of ``timing="optimal"``: each finger at its URDF limit (0.2 m/s).
+OPTIMAL_GRIPPER_RATE = 0.4
+#: Longest settling dwell after a gripper motion with ``timing="optimal"`` (s).
+OPTIMAL_SETTLE = 0.04
+#: Expert timings (``spec.options["timing"]``).
+TIMINGS = ("quintic", "optimal")
 #: Quintic time scaling: peak velocity / (distance / T) and peak acceleration / (distance / T^2).
 _QV, _QA = 1.875, 5.7735
 
@@ -137,6 +148,52 @@ def quintic_path(waypoints: np.ndarray, vmax: np.ndarray, amax: np.ndarray, dt: 
     return pos, vel
 
 
+def optimal_path(waypoints: np.ndarray, vmax: np.ndarray, amax: np.ndarray, dt: float,
+                 min_duration: float = 0.1, tool_length: float = 0.0,
+                 tool_speed: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Sample a joint polyline with the time-optimal (trapezoidal) path speed: accelerate at
+    the limit, cruise at the limit, brake at the limit, stretched to whole control steps.
+
+    Same arguments and result as :func:`quintic_path`; the path-speed limits are the tightest
+    joint's (``limit / |dq/ds|`` over the worst segment) and the tool speed's.
+    """
+    wp = np.asarray(waypoints, dtype=float)
+    seg = np.diff(wp, axis=0)
+    lengths = np.linalg.norm(seg, axis=1)
+    keep = lengths > 1e-9
+    seg, lengths = seg[keep], lengths[keep]
+    if len(lengths) == 0:
+        return wp[-1:].copy(), np.zeros((1, wp.shape[1]))
+    wp = np.vstack([wp[:1], wp[1:][keep]])
+    total = float(lengths.sum())
+    dirs = np.maximum(np.abs(seg / lengths[:, None]).max(axis=0), 1e-12)
+    v = float(np.min(vmax / dirs))
+    a = float(np.min(amax / dirs))
+    if tool_speed > 0.0 and tool_length > 0.0:
+        v = min(v, tool_speed * total / tool_length)
+    if total >= v * v / a:
+        ta, duration = v / a, total / v + v / a
+    else:
+        ta = duration = np.sqrt(total / a)
+        duration, v = 2.0 * ta, a * ta
+    n = int(np.ceil(max(duration, min_duration) / dt))
+    k = duration / (n * dt)                 # time stretch onto whole steps (k <= 1)
+    t = np.arange(1, n + 1) * dt * k        # profile time of each sample
+    tc = duration - ta
+    s = np.where(t < ta, 0.5 * a * t**2,
+                 np.where(t <= tc, 0.5 * a * ta**2 + v * (t - ta),
+                          total - 0.5 * a * np.maximum(duration - t, 0.0) ** 2))
+    sd = np.where(t < ta, a * t, np.where(t <= tc, v, a * np.maximum(duration - t, 0.0))) * k
+    s = np.clip(s, 0.0, total)
+    cum = np.concatenate([[0.0], np.cumsum(lengths)])
+    i = np.clip(np.searchsorted(cum, s, side="right") - 1, 0, len(lengths) - 1)
+    frac = (s - cum[i]) / lengths[i]
+    pos = wp[i] + seg[i] * frac[:, None]
+    vel = seg[i] / lengths[i][:, None] * sd[:, None]
+    pos[-1], vel[-1] = wp[-1], 0.0
+    return pos, vel
+
+
 @dataclasses.dataclass
 class ExpertOptions:
     """Options of an arm expert (from ``spec.options``).
@@ -144,7 +201,10 @@ class ExpertOptions:
     Attributes:
         images: record ``wrist_camera`` frames.
         planning: ``auto`` (joint lines, OMPL when they collide) or ``ompl`` (always OMPL).
-        velocity_scale: fraction of the URDF joint velocity limits used by the expert.
+        velocity_scale: fraction of the URDF joint velocity limits used by the expert
+            (``quintic`` timing; ``optimal`` uses the whole limits).
+        timing: ``quintic`` (default) or ``optimal`` (see the module docstring).
+        acceleration_scale: factor on the declared joint accelerations (``optimal`` timing).
         fault: injected fault (tests of the sign-off): ``gripper_open_mid_transport`` or
             ``joint_limit``.
     """
@@ -152,13 +212,24 @@ class ExpertOptions:
     images: bool = False
     planning: str = "auto"
     velocity_scale: float = 0.8
+    timing: str = "quintic"
+    acceleration_scale: float = 1.0
     fault: str = ""
+
+    def __post_init__(self) -> None:
+        from clawgym_ros.config import check_choice, check_range
+
+        check_choice("options.timing", self.timing, TIMINGS)
+        check_range("options.velocity_scale", self.velocity_scale, 0.0, 2.0, low_open=True)
+        check_range("options.acceleration_scale", self.acceleration_scale, 0.1, 4.0)
 
     @classmethod
     def from_spec(cls, spec: EpisodeSpec) -> ExpertOptions:
         o = spec.options
         return cls(images=bool(o.get("images", False)), planning=str(o.get("planning", "auto")),
                    velocity_scale=float(o.get("velocity_scale", 0.8)),
+                   timing=str(o.get("timing", "quintic")),
+                   acceleration_scale=float(o.get("acceleration_scale", 1.0)),
                    fault=str(o.get("fault", "") or ""))
 
 
@@ -208,14 +279,18 @@ class ArmExpert:
                                    template=self.template.name, perturbation_params=params)
         self.rec.origin = origin_info(spec, self.snapshot)
         limits = task.joint_limits()
+        self.optimal = self.options.timing == "optimal"
         self.vmax = np.array([limits[j].velocity for j in C.ARM_JOINTS]) * \
-            self.options.velocity_scale
-        self.amax = self.planner.max_acceleration.copy()
+            (1.0 if self.optimal else self.options.velocity_scale)
+        self.amax = self.planner.max_acceleration * \
+            (self.options.acceleration_scale if self.optimal else 1.0)
+        self.gripper_rate = OPTIMAL_GRIPPER_RATE if self.optimal else GRIPPER_RATE
         self.home = np.array(self.backend.scene.robot.home)
         self.gripper_cmd = float(self.obs[C.OBS_GRIPPER][0])
         self.q_cmd = self.obs[C.OBS_JOINT_POS].copy()
         self.phase = ""
         self.physics_time = 0.0
+        self.planning_time = 0.0
         for name in info.get("stages_reached", []):
             self.rec.stage(name, self.backend.time)
 
@@ -285,16 +360,36 @@ class ArmExpert:
             The measured gripper width afterwards.
         """
         start = self.gripper_cmd
-        n = max(1, int(np.ceil(abs(width - start) / (GRIPPER_RATE * self.dt))))
+        n = max(1, int(np.ceil(abs(width - start) / (self.gripper_rate * self.dt))))
         for k in range(1, n + 1):
             self.step(self.q_cmd, np.zeros(7), start + (width - start) * k / n)
-        self.hold(settle)
+        self.hold(min(settle, OPTIMAL_SETTLE) if self.optimal else settle)
         return float(self.backend.observation(cameras=())[C.OBS_GRIPPER][0])
+
+    def time_path(self, waypoints: np.ndarray, tool_length: float = 0.0,
+                  tool_speed: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """Joint targets and velocities per control step along ``waypoints`` (the expert's
+        timing: :func:`quintic_path` or :func:`optimal_path`)."""
+        timed = optimal_path if self.optimal else quintic_path
+        with self.planning_clock():
+            return timed(waypoints, self.vmax, self.amax, self.dt, tool_length=tool_length,
+                         tool_speed=tool_speed)
+
+    @contextlib.contextmanager
+    def planning_clock(self) -> Iterator[None]:
+        """Count the block's wall time as planning (IK, collision checks, OMPL, path timing;
+        the synthesis benchmark's breakdown)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.planning_time += time.perf_counter() - start
 
     # ------------------------------------------------------------------ planning
     def sync_planner(self) -> None:
         """Give the planner the true scene (objects, gripper) and arm configuration."""
-        self.planner.set_scene_qpos(self.backend.data.qpos.copy())
+        with self.planning_clock():
+            self.planner.set_scene_qpos(self.backend.data.qpos.copy())
 
     def ik(self, pose: PT.Pose, seed: np.ndarray | None = None, check: bool = True
            ) -> np.ndarray:
@@ -304,8 +399,9 @@ class ArmExpert:
             ExpertError: no solution.
         """
         seed = self.q() if seed is None else seed
-        res = self.planner.ik.solve(pose, seed=seed, extra_seeds=[self.home], attempts=6,
-                                    accept=self.planner.checker.is_valid if check else None)
+        with self.planning_clock():
+            res = self.planner.ik.solve(pose, seed=seed, extra_seeds=[self.home], attempts=6,
+                                        accept=self.planner.checker.is_valid if check else None)
         if not res.success:
             raise ExpertError(f"IK failed for {np.round(pose.position, 3).tolist()} "
                                 f"(error {res.position_error:.4f} m)")
@@ -320,15 +416,36 @@ class ArmExpert:
         start = self.q_cmd.copy()
         chk = self.planner.checker
         chk.set_padding(0.0)
-        line_ok = (self.options.planning != "ompl"
-                   and chk.motion_valid(start, goal, 0.03))
+        with self.planning_clock():
+            line_ok = (self.options.planning != "ompl"
+                       and chk.motion_valid(start, goal, 0.03))
         if line_ok:
-            pos, vel = quintic_path(np.vstack([start, goal]), self.vmax, self.amax, self.dt)
+            pos, vel = self.time_path(np.vstack([start, goal]))
             used = "line"
         else:
+            pos, vel = self._ompl_path(start, goal)
+            used = "ompl"
+        widths = None
+        if gripper is not None:
+            k = np.arange(1, len(pos) + 1)
+            step = self.gripper_rate * self.dt
+            widths = self.gripper_cmd + np.clip(gripper - self.gripper_cmd, -step * k, step * k)
+        self.run_path(pos, vel, widths)
+        return used
+
+    def _ompl_path(self, start: np.ndarray, goal: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """An OMPL path from ``start`` to ``goal``, timed by the planner and sampled per step.
+
+        Raises:
+            ExpertError: OMPL found no path.
+        """
+        with self.planning_clock():
             res = self.planner.plan(PT.PlanRequest(
                 goal_type=PT.GOAL_JOINTS, joint_goal=tuple(goal), start=tuple(start),
-                velocity_scaling=min(1.0, self.options.velocity_scale), acceleration_scaling=1.0))
+                velocity_scaling=1.0 if self.optimal else min(1.0, self.options.velocity_scale),
+                acceleration_scaling=min(1.0, self.options.acceleration_scale)
+                if self.optimal else 1.0))
             if not res.success or res.trajectory is None:
                 raise ExpertError(f"OMPL: {res.reason} {res.message}")
             traj = res.trajectory
@@ -338,14 +455,7 @@ class ArmExpert:
             pos = np.array([s[0] for s in samples])
             vel = np.array([s[1] for s in samples])
             pos[-1], vel[-1] = goal, 0.0
-            used = "ompl"
-        widths = None
-        if gripper is not None:
-            k = np.arange(1, len(pos) + 1)
-            step = GRIPPER_RATE * self.dt
-            widths = self.gripper_cmd + np.clip(gripper - self.gripper_cmd, -step * k, step * k)
-        self.run_path(pos, vel, widths)
-        return used
+        return pos, vel
 
     def cartesian_waypoints(self, start: np.ndarray, target: PT.Pose, step: float = 0.02,
                             check: bool = True) -> tuple[np.ndarray, float]:
@@ -357,6 +467,11 @@ class ArmExpert:
         Raises:
             ExpertError: IK failure, a joint jump, or a collision along the line.
         """
+        with self.planning_clock():
+            return self._cartesian_waypoints(start, target, step, check)
+
+    def _cartesian_waypoints(self, start: np.ndarray, target: PT.Pose, step: float,
+                             check: bool) -> tuple[np.ndarray, float]:
         from clawgym_ros.planning.cartesian import slerp
         from clawgym_ros.sim.world import mat_to_quat
 
@@ -385,8 +500,7 @@ class ArmExpert:
                        on_step: Any = None) -> None:
         """Straight tool motion to ``target`` (optionally at most ``tool_speed`` m/s)."""
         wps, length = self.cartesian_waypoints(self.q_cmd, target, check=check)
-        pos, vel = quintic_path(wps, self.vmax, self.amax, self.dt, tool_length=length,
-                                tool_speed=tool_speed)
+        pos, vel = self.time_path(wps, tool_length=length, tool_speed=tool_speed)
         self.run_path(pos, vel, on_step=on_step)
 
     # ------------------------------------------------------------------ skills
@@ -433,20 +547,25 @@ def run_expert(expert: ArmExpert, script: Any) -> EpisodeRecord:
     except ExpertError as err:
         failure = str(err)
     record = expert.finish(failure)
-    record_timing(expert.base.physics_time, time.perf_counter() - start)
+    record_timing(expert.base.physics_time, time.perf_counter() - start,
+                  expert.planning_time, record.num_steps)
     return record
 
 
-#: Per-process timing of the last episodes (physics wall time, whole-episode wall time), read
-#: by the synthesis benchmark.
-TIMING: dict[str, float] = {"physics_s": 0.0, "episode_s": 0.0, "episodes": 0.0}
+#: Per-process timing of the last episodes (physics wall time, planning wall time, whole-
+#: episode wall time, control steps), read by the synthesis benchmark.
+TIMING: dict[str, float] = {"physics_s": 0.0, "planning_s": 0.0, "episode_s": 0.0,
+                            "episodes": 0.0, "steps": 0.0}
 
 
-def record_timing(physics_s: float, episode_s: float) -> None:
+def record_timing(physics_s: float, episode_s: float, planning_s: float = 0.0,
+                  steps: int = 0) -> None:
     """Accumulate the timing of one episode into :data:`TIMING`."""
     TIMING["physics_s"] += physics_s
+    TIMING["planning_s"] += planning_s
     TIMING["episode_s"] += episode_s
     TIMING["episodes"] += 1
+    TIMING["steps"] += steps
 
 
 def as_pose(position: Sequence[float], quat: Sequence[float]) -> PT.Pose:
