@@ -19,6 +19,7 @@ NODES = (
     "evaluator",
     "coordinator",
     "safety",
+    "calibration",
 )
 
 

@@ -96,6 +96,7 @@ SRV_SAFETY_RESET = "safety/reset"
 ACTION_SYNTHESIZE = "synthesize"
 ACTION_TRAIN = "train"
 ACTION_EVALUATE = "evaluate"
+ACTION_CALIBRATE = "calibrate"
 
 # --- Node names -----------------------------------------------------------------------------
 NODE_SIM = "sim_node"
@@ -110,6 +111,7 @@ NODE_TRAINER = "trainer_node"
 NODE_EVALUATOR = "evaluator_node"
 NODE_COORDINATOR = "coordinator_node"
 NODE_SAFETY = "safety_node"
+NODE_CALIBRATION = "calibration_node"
 
 # --- Perturbation families ------------------------------------------------------------------
 FAMILY_NONE = "none"

@@ -61,6 +61,8 @@ def _setup(context, *args, **kwargs):
              parameters=[_params(share, "trainer"), {"run_dir": run_dir}]),
         Node(package=PACKAGE, executable="evaluator_node", name="evaluator_node",
              output="screen", parameters=[_params(share, "evaluator"), {"run_dir": run_dir}]),
+        Node(package=PACKAGE, executable="calibration_node", name="calibration_node",
+             output="screen", parameters=[_params(share, "calibration"), {"run_dir": run_dir}]),
     ]
     if perturb:
         nodes += [

@@ -166,6 +166,36 @@ def test_evaluate_action_feedback_result_latched_summary_and_cancel(procs, rclpy
         assert got.result().result.report_id == result.report_id
         assert _pool_workers(procs.procs[0][1].pid) == workers
 
+        # 4c. A goal's calibration: the episodes run at it (the report names it and equals
+        #     the in-process evaluation at it); the next goal runs at the node's own again.
+        from clawgym_ros.calibration.apply import calibration_scope
+        from clawgym_ros.calibration.job import CalibrateRequest, run_calibration
+        from test.test_loop_distill import twin_log
+
+        log = twin_log(tmp_path / "robot.mcap", 2.5, seed=1)
+        cal, _ = run_calibration(run, CalibrateRequest(bag=str(log), params=("damping_scale",),
+                                                       starts=1))
+        sent = client.send_goal_async(Evaluate.Goal(
+            checkpoint_id=POLICY, suite=str(small), seed=3, workers=1, calibration_id=cal.id))
+        assert spin_until(executor, sent.done, 30.0)
+        got = sent.result().get_result_async()
+        assert spin_until(executor, got.done, 120.0), read_logs(tmp_path)
+        calibrated = got.result().result
+        assert calibrated.success and calibrated.report_id != result.report_id
+        assert json.loads(open(calibrated.report_path).read())["config"]["calibration"] == \
+            cal.id
+        with calibration_scope(run, cal.id):
+            direct = run_evaluation(
+                EvalConfig(suite=str(small), seed=3, workers=1), PolicySource.parse(POLICY),
+                run, RolloutOptions(world="scene", max_steps=120))
+        assert direct.report_id == calibrated.report_id
+        sent = client.send_goal_async(
+            Evaluate.Goal(checkpoint_id=POLICY, suite=str(small), seed=3, workers=1))
+        assert spin_until(executor, sent.done, 30.0)
+        got = sent.result().get_result_async()
+        assert spin_until(executor, got.done, 120.0), read_logs(tmp_path)
+        assert got.result().result.report_id == result.report_id
+
         # 5. Errors are results, not crashes: an unknown checkpoint aborts with a message.
         sent = client.send_goal_async(Evaluate.Goal(checkpoint_id="0" * 12, suite=str(small),
                                                     seed=3, workers=1))

@@ -287,6 +287,7 @@ def _nodes(actions) -> dict[str, RecordedNode]:
 #: executable -> the dataclass its ROS parameters are declared from (declare_config)
 def _param_classes() -> dict[str, type]:
     from clawgym_ros.evaluation.ros_mode import PolicyNodeConfig
+    from clawgym_ros.nodes.calibration_node import CalibrationNodeOptions
     from clawgym_ros.nodes.coordinator_node import CoordinatorOptions
     from clawgym_ros.nodes.evaluator_node import EvaluatorNodeOptions
     from clawgym_ros.nodes.planner_node import PlannerNodeConfig
@@ -298,7 +299,8 @@ def _param_classes() -> dict[str, type]:
     return {"sim_node": SimNodeConfig, "planner_node": PlannerNodeConfig,
             "synthesis_node": SynthesisNodeOptions, "trainer_node": TrainerNodeOptions,
             "evaluator_node": EvaluatorNodeOptions, "coordinator_node": CoordinatorOptions,
-            "policy_node": PolicyNodeConfig, "safety_node": SafetyLimits}
+            "policy_node": PolicyNodeConfig, "safety_node": SafetyLimits,
+            "calibration_node": CalibrationNodeOptions}
 
 
 def _flat(doc: dict, prefix: str = "") -> set[str]:
@@ -338,7 +340,8 @@ def _check_parameters(nodes: dict[str, RecordedNode]) -> None:
 
 CLAWGYM = ROOT / "launch" / "clawgym_launch.py"
 INTERPOSERS = {"sensor_noise_node", "gps_dropout_node", "lighting_node", "dynamics_node"}
-SERVERS = {"sim_node", "planner_node", "synthesis_node", "trainer_node", "evaluator_node"}
+SERVERS = {"sim_node", "planner_node", "synthesis_node", "trainer_node", "evaluator_node",
+           "calibration_node"}
 
 
 def test_clawgym_launch_defaults(monkeypatch):
@@ -355,14 +358,15 @@ def test_clawgym_launch_defaults(monkeypatch):
     assert sim.remappings == []  # the interposers turn raw topics into clean ones
     assert nodes["planner_node"].param_dict() == {"scene": "tabletop"}
     run_dir = str((Path.cwd() / "runs/loop").resolve())
-    for name in ("synthesis_node", "trainer_node", "evaluator_node"):
+    for name in ("synthesis_node", "trainer_node", "evaluator_node", "calibration_node"):
         assert nodes[name].param_dict() == {"run_dir": run_dir}
     coordinator = nodes["coordinator_node"].param_dict()
     assert coordinator["run_dir"] == run_dir and "seed" not in coordinator
     assert Path(coordinator["config"]).is_file()
     assert Path(coordinator["config"]).name == "pick_place.yaml"
     # every server that is a lifecycle node starts itself (autostart in its params file)
-    for name in ("planner_node", "synthesis_node", "trainer_node", "evaluator_node"):
+    for name in ("planner_node", "synthesis_node", "trainer_node", "evaluator_node",
+                 "calibration_node"):
         doc = yaml.safe_load(nodes[name].param_files()[0].read_text())
         assert doc[name]["ros__parameters"].get("autostart", name == "planner_node"), name
 

@@ -8,14 +8,17 @@ lives in :mod:`clawgym_ros.sim.active_calibration`; this module reads the artifa
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+from collections.abc import Iterator
 from typing import Any
 
 from clawgym_ros import constants as C
 from clawgym_ros.artifacts import ArtifactStore
 from clawgym_ros.calibration.artifact import CALIBRATION_FORMAT, FILE_JSON
 from clawgym_ros.errors import ArtifactError
-from clawgym_ros.sim.active_calibration import SimCalibration, activate
+from clawgym_ros.sim.active_calibration import ENV_VAR, SimCalibration, activate, active
 from clawgym_ros.sim.calibration_params import PARAMS
 
 
@@ -76,3 +79,25 @@ def use_calibration(run_dir: Any, ref: str) -> SimCalibration | None:
     cal = load_calibration(ArtifactStore(run_dir), ref)
     activate(cal)
     return cal
+
+
+@contextlib.contextmanager
+def calibration_scope(run_dir: Any, ref: str) -> Iterator[SimCalibration | None]:
+    """Run at calibration ``ref`` of ``run_dir``'s store inside the block, then restore the
+    calibration that was active before (a node serving one goal after another). ``""`` leaves
+    the active one (the process's own, e.g. inherited from ``clawgym loop``) in place.
+
+    Raises:
+        ArtifactError: unknown or malformed id, not a calibration, unreadable artifact.
+    """
+    if not ref:
+        yield active()
+        return
+    before = os.environ.get(ENV_VAR)
+    try:
+        yield use_calibration(run_dir, ref)
+    finally:
+        if before is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = before

@@ -48,21 +48,21 @@ def log_digest(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def _round(value: Any) -> Any:
+def round_floats(value: Any) -> Any:
     """Floats to 12 significant digits (stable text across platforms' last bits)."""
     if isinstance(value, float):
         return float(f"{value:.12g}")
     if isinstance(value, dict):
-        return {k: _round(v) for k, v in value.items()}
+        return {k: round_floats(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_round(v) for v in value]
+        return [round_floats(v) for v in value]
     return value
 
 
 def calibration_dict(result: FitResult, config: FitConfig, log_name: str,
                      log_sha256: str) -> dict[str, Any]:
     """The ``calibration.json`` content."""
-    return _round({
+    return round_floats({
         "format": CALIBRATION_FORMAT, "version": CALIBRATION_VERSION,
         "scene": config.scene,
         "log": {"name": log_name, "sha256": log_sha256, "duration_s": result.duration_s,

@@ -12,8 +12,7 @@ import argparse
 import json
 import sys
 
-#: scenes with an arm (what the calibration models)
-ARM_SCENES = ("tabletop",)
+from clawgym_ros.calibration.job import ARM_SCENES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,16 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clawgym_ros.artifacts import ArtifactStore
-    from clawgym_ros.calibration.artifact import commit_calibration
-    from clawgym_ros.calibration.fit import FitConfig, calibrate
-    from clawgym_ros.calibration.log import read_log
+    from clawgym_ros.calibration.job import MAX_STARTS, CalibrateRequest, run_calibration
     from clawgym_ros.config import check_choice, check_int
     from clawgym_ros.errors import ClawgymError
-    from clawgym_ros.sim import calibration_params as P
 
     check_int("--seed", args.seed, 0, 2**32 - 1)
-    check_int("--starts", args.starts, 1, 20)
+    check_int("--starts", args.starts, 1, MAX_STARTS)
     check_choice("--scene", args.scene, ARM_SCENES)
     modes = [m for m in ("bag", "write_excitation", "write_twin") if getattr(args, m)]
     if len(modes) != 1:
@@ -66,23 +61,25 @@ def run(args: argparse.Namespace) -> int:
         return _write(args)
     if not args.out:
         raise ClawgymError("--bag needs --out DIR (the run directory of the artifact)")
-    names = P.expand_names(args.params.split(",") if args.params else P.DEFAULT_PARAMS)
-    bounds = (P.load_bounds(args.bounds, names) if args.bounds else P.resolve_bounds(names))
-    log = read_log(args.bag)
-    config = FitConfig(params=names, bounds=bounds, seed=args.seed, starts=args.starts,
-                       scene=args.scene)
+    bounds: dict = {}
+    if args.bounds:
+        from clawgym_ros.config import load_yaml
+        from clawgym_ros.errors import ConfigError
+
+        bounds = load_yaml(args.bounds)
+        if not isinstance(bounds, dict):
+            raise ConfigError("bounds", type(bounds).__name__, "a mapping name: [low, high]",
+                              args.bounds)
+    request = CalibrateRequest(
+        bag=args.bag, params=tuple(args.params.split(",")) if args.params else (),
+        bounds=bounds, seed=args.seed, starts=args.starts, scene=args.scene,
+        source=args.bounds or None)
+    request.fit_config()                 # names and bounds checked before the log is read
     tty = sys.stderr.isatty()
-    result = calibrate(log, config, (lambda m: print(m, file=sys.stderr)) if tty else None)
-    artifact = commit_calibration(ArtifactStore(args.out), result, config, args.bag)
+    artifact, summary = run_calibration(
+        args.out, request, (lambda m: print(m, file=sys.stderr)) if tty else None)
     print(artifact.id)
-    print(json.dumps({
-        "values": {p.name: p.value for p in result.params},
-        "intervals": {p.name: [p.ci_low, p.ci_high] for p in result.params},
-        "not_identifiable": [p.name for p in result.params if not p.identifiable],
-        "position_rmse_before": result.summary_rmse("before"),
-        "position_rmse_after": result.summary_rmse("after"),
-        "warnings": result.warnings, "wall_s": round(result.wall_s, 2),
-        "html": str(artifact.file("calibration.html"))}, sort_keys=True))
+    print(json.dumps(summary, sort_keys=True))
     return 0
 
 

@@ -110,9 +110,18 @@ def run_loop_command(config: str, out: str, iterations: int | None = None,
         use_calibration(out_dir, cfg.calibration)   # the nodes started below inherit it
     out_dir.mkdir(parents=True, exist_ok=True)
     with LoopGraph(out_dir / "logs") as graph, StatusView(cfg.name) as view:
-        graph.start_workers(out_dir)
+        graph.start_workers(out_dir, workers_for(cfg))
         return graph.run_loop(path, out_dir, view, iterations=iterations, seed=seed, mode=mode,
                               server_timeout_s=server_timeout)
+
+
+def workers_for(cfg: Any) -> tuple[str, ...]:
+    """The action-serving nodes a loop needs: calibration_node only with online
+    distillation."""
+    from clawgym_ros import constants as C
+    from clawgym_ros.coordinator.graph import WORKER_NODES
+
+    return WORKER_NODES + ((C.NODE_CALIBRATION,) if cfg.distill.enabled else ())
 
 
 def check_saved_state(out_dir: Path) -> None:

@@ -25,6 +25,10 @@ YAML form (``config/loop/<name>.yaml``; a mapping with one key ``loop``)::
       transfer: {threshold: 0.8, initial_width: 0.1, step: 0.1, max_width: 1.0, gain: 2.0}
                                      # template-family cells (template: proc:<family>) widen
                                      # when held-out/in-distribution < threshold (0 = off)
+      calibration: 3f2a...           # a calibration artifact the simulators run at
+      distill: {logs: robot_logs/, params: [damping_scale, joint_friction], starts: 3}
+                                     # online distillation: a new robot log in that folder
+                                     # (relative to this file) recalibrates between iterations
 
 Every error names the file, the field path, the value and what is allowed.
 """
@@ -155,6 +159,61 @@ class RlLeverConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class DistillConfig:
+    """Online distillation: robot logs that arrive in a watched folder recalibrate the
+    simulator between iterations.
+
+    Before each iteration the coordinator lists ``logs`` (``.mcap`` files and rosbag2
+    folders); when there are logs it has not seen, it fits the newest one (the same job as
+    ``clawgym calibrate --bag``, through calibration_node in a ROS loop, seeded by the loop
+    seed) and the iteration's synthesis, RL fine-tuning and evaluation run at the new
+    calibration. The decision (the log and its sha256, the previous and new calibration, each
+    parameter's shift) goes to decisions.jsonl; a log that cannot be read is recorded as
+    refused and the calibration stays.
+
+    Attributes:
+        logs: the watched folder ("" = off); relative paths against the config file's folder.
+        params: parameters to fit (``clawgym calibrate --params`` names); empty = all.
+        bounds: ``{name: [low, high]}`` replacing default bounds.
+        starts: optimizer starts per fit.
+    """
+
+    logs: str = ""
+    params: tuple[str, ...] = ()
+    bounds: dict = dataclasses.field(default_factory=dict)
+    starts: int = 3
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.logs, str):
+            raise ConfigError("distill.logs", self.logs, "a folder of robot logs")
+        if isinstance(self.params, str) or not all(isinstance(p, str) for p in self.params):
+            raise ConfigError("distill.params", self.params, "a list of parameter names")
+        object.__setattr__(self, "params", tuple(self.params))
+        self.request("-").fit_config()
+
+    def request(self, bag: str, seed: int = 0):
+        """The :class:`~clawgym_ros.calibration.job.CalibrateRequest` of one log (errors name
+        ``distill.<field>``)."""
+        from clawgym_ros.calibration.job import MAX_STARTS, CalibrateRequest
+
+        check_int("distill.starts", self.starts, 1, MAX_STARTS)
+        if not isinstance(self.bounds, Mapping):
+            raise ConfigError("distill.bounds", self.bounds, "a mapping name: [low, high]")
+        request = CalibrateRequest(bag=bag, params=self.params, bounds=dict(self.bounds),
+                                   seed=seed, starts=self.starts)
+        try:
+            request.fit_config()
+        except ConfigError as err:
+            field = "distill.params" if err.field == "--params" else f"distill.{err.field}"
+            raise ConfigError(field, err.value, err.allowed) from None
+        return request
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.logs)
+
+
+@dataclasses.dataclass(frozen=True)
 class LoopConfig:
     """One closed-loop run (see the module docstring for the YAML form).
 
@@ -202,6 +261,8 @@ class LoopConfig:
             activates it before starting the nodes); it joins their artifacts' ids. "" = the
             nominal simulator.
         transfer: the transfer-template lever (:mod:`clawgym_ros.coordinator.transfer`).
+        distill: online distillation from new robot logs (:class:`DistillConfig`; off by
+            default).
     """
 
     name: str = "loop"
@@ -236,6 +297,7 @@ class LoopConfig:
     adr: AdrConfig = dataclasses.field(default_factory=AdrConfig)
     calibration: str = ""
     transfer: TransferConfig = dataclasses.field(default_factory=TransferConfig)
+    distill: DistillConfig = dataclasses.field(default_factory=DistillConfig)
 
     def __post_init__(self) -> None:
         if not isinstance(self.calibration, str):
@@ -370,8 +432,9 @@ class LoopConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (what :func:`loop_config_from_dict` reads back); ``policy_options``,
-        ``rl``, ``calibration`` and ``transfer`` only when set (a loop without them has the
-        config artifact id it had before they existed, so its run directory still resumes)."""
+        ``rl``, ``calibration``, ``transfer`` and ``distill`` only when set (a loop without
+        them has the config artifact id it had before they existed, so its run directory
+        still resumes)."""
         from clawgym_ros.config import to_dict
 
         data = to_dict(self)
@@ -384,6 +447,8 @@ class LoopConfig:
             del data["calibration"]
         if data["transfer"] == to_dict(TransferConfig()):
             del data["transfer"]
+        if data["distill"] == to_dict(DistillConfig()):
+            del data["distill"]
         return data
 
 
@@ -412,6 +477,11 @@ def loop_config_from_dict(data: Mapping[str, Any], source: str | None = None,
             and (suite.endswith((".yaml", ".yml")) or "/" in suite)
             and not Path(suite).is_absolute()):
         data["eval_suite"] = str((base_dir / suite).resolve())
+    distill = data.get("distill")
+    if (base_dir is not None and isinstance(distill, Mapping)
+            and isinstance(distill.get("logs"), str) and distill["logs"]
+            and not Path(distill["logs"]).is_absolute()):
+        data["distill"] = {**distill, "logs": str((base_dir / distill["logs"]).resolve())}
     return from_dict(LoopConfig, data, source=source)
 
 
@@ -451,6 +521,13 @@ def check_loop_inputs(cfg: LoopConfig, source: str | None = None) -> None:
         if err.source and err.field not in ("path", "suite"):
             raise                       # the suite file itself is bad: the error names it
         raise ConfigError("eval_suite", err.value, err.allowed, source) from None
+    if cfg.distill.enabled:
+        from clawgym_ros.calibration.job import list_logs
+
+        try:
+            list_logs(cfg.distill.logs)
+        except ConfigError as err:
+            raise ConfigError("distill.logs", err.value, err.allowed, source) from None
     for i, cell in enumerate(cfg.mixture):
         if cell["template"]:
             try:

@@ -65,6 +65,8 @@ class SynthesizeGoal:
     run_dir: str
     #: recovery demonstrations from this report's failure states (the mixture is ignored)
     from_report: str = ""
+    #: calibration artifact the simulator runs at ("" = nominal / the node's own)
+    calibration_id: str = ""
 
 
 def options_json(options: Mapping[str, Any]) -> str:
@@ -109,6 +111,8 @@ class FinetuneGoal:
     run_dir: str
     #: FinetuneConfig settings (LoopConfig.rl.options)
     options: dict = dataclasses.field(default_factory=dict)
+    #: calibration artifact the envs run at ("" = nominal / the node's own)
+    calibration_id: str = ""
 
     @property
     def options_json(self) -> str:
@@ -126,11 +130,35 @@ class EvaluateGoal:
     mode: str
     workers: int
     run_dir: str
+    #: calibration artifact the simulator runs at ("" = nominal / the node's own)
+    calibration_id: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrateGoal:
+    """What a Calibrate action goal carries (online distillation: a new robot log)."""
+
+    bag: str
+    params: tuple[str, ...]
+    bounds: dict
+    seed: int
+    starts: int
+    run_dir: str
+
+    @property
+    def params_text(self) -> str:
+        """The Calibrate action's ``params`` (comma-separated)."""
+        return ",".join(self.params)
+
+    @property
+    def bounds_json(self) -> str:
+        """The Calibrate action's ``bounds_json``."""
+        return options_json(self.bounds)
 
 
 class Executor(Protocol):
     """Runs the long steps; each returns the committed artifact id or raises (``finetune``
-    only when the config's RL lever is on)."""
+    only when the config's RL lever is on, ``calibrate`` only with online distillation)."""
 
     def synthesize(self, goal: SynthesizeGoal, progress: ProgressFn) -> str: ...
 
@@ -139,6 +167,8 @@ class Executor(Protocol):
     def finetune(self, goal: FinetuneGoal, progress: ProgressFn) -> str: ...
 
     def evaluate(self, goal: EvaluateGoal, progress: ProgressFn) -> str: ...
+
+    def calibrate(self, goal: CalibrateGoal, progress: ProgressFn) -> str: ...
 
 
 def resolve_group_weights(patterns: Mapping[str, float], groups: Sequence[str]
@@ -278,11 +308,18 @@ class LoopRunner:
         plan = next_plan(state, report, self.cfg)
         if judged is not None:
             plan = dataclasses.replace(plan, decision={**plan.decision, "judgments": judged})
+        distilled = None
+        if not plan.stop and self.cfg.distill.enabled:
+            distilled, decision = self._distill(state, plan.iteration)
+            plan = dataclasses.replace(plan, decision={**plan.decision,
+                                                       "calibration": decision})
         self.record_decision(plan.decision)
         if plan.stop:
             return self._finish(state, plan)
         record = {"iteration": plan.iteration, "plan": plan.to_dict(), "dataset_id": "",
                   "checkpoint_id": "", "report_id": "", "goals": {}}
+        if distilled is not None:
+            record["calibration"] = distilled
         state = dataclasses.replace(
             state, phase=PHASE_SYNTHESIZE, weights=plan.weights, ranges=plan.ranges,
             group_weights=plan.group_weights, frozen_groups=plan.frozen_groups,
@@ -290,6 +327,68 @@ class LoopRunner:
         self.save(state, f"iteration {plan.iteration}: planned "
                   f"({len(plan.mixture)} mixture entries)")
         return state
+
+    def calibration_of(self, iteration: Mapping[str, Any] | None) -> str:
+        """The calibration an iteration's simulators run at: the one online distillation
+        chose for it, else the config's ("" = nominal)."""
+        record = (iteration or {}).get("calibration") or {}
+        return record.get("id") or self.cfg.calibration
+
+    def _distill(self, state: LoopState, iteration: int) -> tuple[dict, dict]:
+        """Online distillation before iteration ``iteration``: fit the newest robot log of the
+        watched folder that no earlier iteration saw (see :class:`DistillConfig`).
+
+        Returns:
+            (the iteration's calibration record ``{id, logs}``: the calibration and every log
+            seen so far, the decision's ``calibration`` entry).
+        """
+        from clawgym_ros.calibration.apply import load_calibration
+        from clawgym_ros.calibration.artifact import log_digest
+        from clawgym_ros.calibration.job import find_calibration, list_logs
+        from clawgym_ros.calibration.log import read_log
+        from clawgym_ros.sim.calibration_params import PARAMS
+
+        d = self.cfg.distill
+        last = state.iterations[-1] if state.iterations else None
+        previous = self.calibration_of(last)
+        seen = list(((last or {}).get("calibration") or {}).get("logs", []))
+        known = {entry["sha256"] for entry in seen}
+        new = [(path, digest) for path in list_logs(d.logs)
+               if (digest := log_digest(path)) not in known]
+        if not new:
+            return ({"id": previous, "logs": seen},
+                    {"calibration": previous, "changed": False,
+                     "reason": f"no new robot log in {d.logs}"})
+        seen += [{"name": path.name, "sha256": digest} for path, digest in new]
+        path, digest = new[-1]
+        entry = {"log": {"name": path.name, "sha256": digest}, "previous": previous,
+                 "superseded": [p.name for p, _ in new[:-1]]}
+        try:
+            read_log(path)             # a log that cannot be read is refused, not retried
+        except ClawgymError as err:
+            return ({"id": previous, "logs": seen},
+                    {**entry, "calibration": previous, "changed": False,
+                     "reason": f"robot log {path.name} refused: {err}"})
+        request = d.request(str(path), seed=self.cfg.seed)
+        found = find_calibration(self.store, request, digest)
+        if found is not None:
+            cal_id = found.id
+        else:
+            goal = CalibrateGoal(bag=str(path), params=tuple(d.params), bounds=dict(d.bounds),
+                                 seed=self.cfg.seed, starts=d.starts,
+                                 run_dir=str(self.run_dir))
+            self.status(state, f"iteration {iteration}: calibrating from robot log {path.name}")
+            cal_id = self.executor.calibrate(goal, self._progress(state, "calibrate"))
+        new_cal = load_calibration(self.store, cal_id)
+        old = load_calibration(self.store, previous).values if previous else {}
+        shift = {name: {"before": float(old.get(name, PARAMS[name].nominal)),
+                        "after": float(value),
+                        "interval": list(new_cal.intervals.get(name, (value, value)))}
+                 for name, value in sorted(new_cal.values.items())}
+        return ({"id": new_cal.id, "logs": seen},
+                {**entry, "calibration": new_cal.id, "changed": new_cal.id != previous,
+                 "reason": f"new robot log {path.name}: the simulator now runs at calibration "
+                           f"{new_cal.id[:12]}", "shift": shift})
 
     def _progress(self, state: LoopState, phase: str) -> ProgressFn:
         def report(done: int, total: int, text: str) -> None:
@@ -299,7 +398,8 @@ class LoopRunner:
     def _synthesize(self, state: LoopState, cur: dict, plan: dict) -> LoopState:
         goal = SynthesizeGoal(mixture=tuple(plan["mixture"]), episodes=plan["episodes"],
                               seed=plan["seeds"]["synthesize"], workers=self.cfg.workers,
-                              record_images=self.cfg.record_images, run_dir=str(self.run_dir))
+                              record_images=self.cfg.record_images, run_dir=str(self.run_dir),
+                              calibration_id=self.calibration_of(cur))
         state = self._start(state, PHASE_SYNTHESIZE, goal)
         dataset_id = find_dataset(self.store, goal) or \
             self.executor.synthesize(goal, self._progress(state, PHASE_SYNTHESIZE))
@@ -315,7 +415,8 @@ class LoopRunner:
         goal = SynthesizeGoal(mixture=(), episodes=plan["recovery_episodes"],
                               seed=plan["seeds"]["recover"], workers=self.cfg.workers,
                               record_images=False, run_dir=str(self.run_dir),
-                              from_report=plan["recovery_report"])
+                              from_report=plan["recovery_report"],
+                              calibration_id=self.calibration_of(cur))
         state = self._start(state, PHASE_SYNTHESIZE, goal)
         dataset_id = find_recovery_dataset(self.store, goal) or \
             self.executor.synthesize(goal, self._progress(state, PHASE_SYNTHESIZE))
@@ -364,7 +465,8 @@ class LoopRunner:
         goal = FinetuneGoal(checkpoint_id=cur["checkpoint_id"], task=plan["rl_task"],
                             steps=max(1, int(round(plan["rl_episodes"] * length))),
                             seed=plan["seeds"][PHASE_FINETUNE], workers=self.cfg.rl.workers,
-                            options=dict(self.cfg.rl.options), run_dir=str(self.run_dir))
+                            options=dict(self.cfg.rl.options), run_dir=str(self.run_dir),
+                            calibration_id=self.calibration_of(cur))
         state = self._start(state, PHASE_FINETUNE, goal)
         checkpoint_id = find_finetuned(self.store, goal) or \
             self.executor.finetune(goal, self._progress(state, PHASE_FINETUNE))
@@ -379,7 +481,8 @@ class LoopRunner:
     def _evaluate(self, state: LoopState, cur: dict, plan: dict) -> LoopState:
         goal = EvaluateGoal(checkpoint_id=evaluated_checkpoint(cur), suite=self.cfg.eval_suite,
                             seed=plan["seeds"]["evaluate"], mode=self.cfg.eval_mode,
-                            workers=self.cfg.workers, run_dir=str(self.run_dir))
+                            workers=self.cfg.workers, run_dir=str(self.run_dir),
+                            calibration_id=self.calibration_of(cur))
         state = self._start(state, PHASE_EVALUATE, goal)
         report_id = find_report(self.store, goal) or \
             self.executor.evaluate(goal, self._progress(state, PHASE_EVALUATE))
@@ -449,6 +552,9 @@ def write_loop_report(store: ArtifactStore, state: LoopState, cfg: LoopConfig) -
     for it in state.iterations:
         parents += [it[k] for k in ("report_id", "rl_checkpoint_id", "checkpoint_id",
                                     "dataset_id") if it.get(k)]
+        calibration = (it.get("calibration") or {}).get("id")
+        if calibration and calibration not in parents:
+            parents.append(calibration)
     summary = {"loop": cfg.name, "mode": cfg.mode, "iterations": len(state.history),
                "final_of": last,
                **{d: report["scores"][d]["value"] for d in C.DIMENSIONS}}
@@ -479,13 +585,18 @@ def find_dataset(store: ArtifactStore, goal: SynthesizeGoal) -> str | None:
 
     want = {"seed": goal.seed, "episodes": goal.episodes,
             "mixture": MixtureSpec.from_entries(goal.mixture).to_dict()}
+    options: dict[str, Any] = {"images": True} if goal.record_images else {}
+    if goal.calibration_id:
+        from clawgym_ros.calibration.apply import load_calibration
+        from clawgym_ros.sim.active_calibration import OPTION_KEY
+
+        options[OPTION_KEY] = load_calibration(store, goal.calibration_id).to_dict()
     folder = store.root / C.KIND_DATASET
     for path in sorted(folder.iterdir()) if folder.is_dir() else ():
         if not (path / C.FILE_MANIFEST).is_file():
             continue
         info = _manifest_json(path / C.FILE_DATASET_INFO) or {}
         gen = info.get("generation") or {}
-        options = {"images": True} if goal.record_images else {}
         if all(gen.get(k) == v for k, v in want.items()) and gen.get("options",
                                                                        options) == options:
             return path.name
@@ -501,7 +612,8 @@ def find_recovery_dataset(store: ArtifactStore, goal: SynthesizeGoal) -> str | N
             continue
         gen = (_manifest_json(path / C.FILE_DATASET_INFO) or {}).get("generation") or {}
         if (gen.get("from_report") == report and gen.get("seed") == goal.seed
-                and gen.get("episodes") == goal.episodes):
+                and gen.get("episodes") == goal.episodes
+                and gen.get("calibration", "") == _full_id(store, goal.calibration_id)):
             return path.name
     return None
 
@@ -539,8 +651,14 @@ def find_finetuned(store: ArtifactStore, goal: FinetuneGoal) -> str | None:
     from clawgym_ros.training.rl import FinetuneConfig
 
     base = store.resolve(goal.checkpoint_id).id
+    calibration: dict[str, Any] = {}
+    if goal.calibration_id:
+        from clawgym_ros.calibration.apply import load_calibration
+
+        calibration = {"calibration": load_calibration(store, goal.calibration_id).to_dict()}
     want = FinetuneConfig(base_checkpoint=base, steps=goal.steps, seed=goal.seed,
-                          task=goal.task, workers=goal.workers, **goal.options).to_json()
+                          task=goal.task, workers=goal.workers, **goal.options,
+                          **calibration).to_json()
     folder = store.root / C.KIND_CHECKPOINT
     for path in sorted(folder.iterdir()) if folder.is_dir() else ():
         man = _manifest_json(path / C.FILE_MANIFEST)
@@ -562,6 +680,13 @@ def find_report(store: ArtifactStore, goal: EvaluateGoal) -> str | None:
         config = man.get("config") or {}
         if (config.get("checkpoint_id") == goal.checkpoint_id
                 and config.get("suite") == goal.suite
-                and man.get("seeds", {}).get("suite") == goal.seed):
+                and man.get("seeds", {}).get("suite") == goal.seed
+                and (config.get("calibration") or "") == _full_id(store,
+                                                                  goal.calibration_id)):
             return path.name
     return None
+
+
+def _full_id(store: ArtifactStore, ref: str) -> str:
+    """The full id of artifact ``ref`` ("" for "")."""
+    return store.resolve(ref).id if ref else ""

@@ -1,4 +1,5 @@
-"""coordinator_node: runs the closed loop by calling the Synthesize, Train and Evaluate actions.
+"""coordinator_node: runs the closed loop by calling the Synthesize, Train and Evaluate actions
+(and Calibrate, when online distillation finds a new robot log).
 
 Thin: the decisions are :func:`clawgym_ros.coordinator.plan.next_plan`, the step order,
 persistence and resume are :class:`clawgym_ros.coordinator.runner.LoopRunner`; this node only
@@ -26,7 +27,7 @@ from rclpy.action import ActionClient
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
-from clawgym_interfaces.action import Evaluate, Synthesize, Train
+from clawgym_interfaces.action import Calibrate, Evaluate, Synthesize, Train
 from clawgym_interfaces.msg import GroupWeight, LoopStatus, MixtureEntry
 from clawgym_ros import constants as C
 from clawgym_ros.commands.loop import DEFAULT_SERVER_TIMEOUT_S
@@ -122,7 +123,7 @@ class ActionExecutor:
                      for e in goal.mixture],
             episodes=goal.episodes, seed=goal.seed, workers=goal.workers,
             record_images=goal.record_images, run_dir=goal.run_dir,
-            from_report=goal.from_report)
+            from_report=goal.from_report, calibration_id=goal.calibration_id)
 
         def feedback(fb) -> None:
             f = fb.feedback
@@ -149,7 +150,8 @@ class ActionExecutor:
     def finetune(self, goal, progress) -> str:
         msg = Train.Goal(steps=goal.steps, seed=goal.seed, init_checkpoint_id=goal.checkpoint_id,
                          run_dir=goal.run_dir, finetune="rl", task=goal.task,
-                         workers=goal.workers, finetune_options_json=goal.options_json)
+                         workers=goal.workers, finetune_options_json=goal.options_json,
+                         calibration_id=goal.calibration_id)
 
         def feedback(fb) -> None:
             f = fb.feedback
@@ -159,7 +161,8 @@ class ActionExecutor:
 
     def evaluate(self, goal, progress) -> str:
         msg = Evaluate.Goal(checkpoint_id=goal.checkpoint_id, suite=goal.suite, seed=goal.seed,
-                            mode=goal.mode, workers=goal.workers, run_dir=goal.run_dir)
+                            mode=goal.mode, workers=goal.workers, run_dir=goal.run_dir,
+                            calibration_id=goal.calibration_id)
 
         def feedback(fb) -> None:
             f = fb.feedback
@@ -167,6 +170,17 @@ class ActionExecutor:
                      f"{f.success_rate:.2f}")
 
         return self._call(self.node.evaluate, C.ACTION_EVALUATE, msg, feedback).report_id
+
+    def calibrate(self, goal, progress) -> str:
+        msg = Calibrate.Goal(bag=goal.bag, params=goal.params_text, bounds_json=goal.bounds_json,
+                             seed=goal.seed, starts=goal.starts, run_dir=goal.run_dir,
+                             reuse=True)
+
+        def feedback(fb) -> None:
+            progress(0, 0, fb.feedback.stage)
+
+        return self._call(self.node.calibrate, C.ACTION_CALIBRATE, msg,
+                          feedback).calibration_id
 
 
 class CoordinatorNode(Node):
@@ -183,6 +197,7 @@ class CoordinatorNode(Node):
         self.synthesize = ThreadSafeActionClient(self, Synthesize, C.ACTION_SYNTHESIZE)
         self.train = ThreadSafeActionClient(self, Train, C.ACTION_TRAIN)
         self.evaluate = ThreadSafeActionClient(self, Evaluate, C.ACTION_EVALUATE)
+        self.calibrate = ThreadSafeActionClient(self, Calibrate, C.ACTION_CALIBRATE)
         self._last_file_write = 0.0
         self._runner = None
 

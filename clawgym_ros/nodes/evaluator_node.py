@@ -203,9 +203,12 @@ class EvaluatorNode(ActionLifecycleNode):
 
         self.get_logger().info(f"evaluating {source.kind} {source.ref[:16]} on {cfg.suite} "
                                f"(seed {cfg.seed}, {cfg.mode}, {cfg.workers} worker(s))")
-        outcome = run_evaluation(cfg, source, run_dir, rollout, progress, cancel,
-                                 ros_timeout=self.options.ros_timeout_s,
-                                 pool=self._worker_pool(cfg))
+        from clawgym_ros.calibration.apply import calibration_scope
+
+        with calibration_scope(run_dir, goal_handle.request.calibration_id):
+            outcome = run_evaluation(cfg, source, run_dir, rollout, progress, cancel,
+                                     ros_timeout=self.options.ros_timeout_s,
+                                     pool=self._worker_pool(cfg))
         return outcome, cfg.checkpoint_id
 
 

@@ -95,7 +95,15 @@ class SynthesisNode(ActionLifecycleNode):
         return result
 
     def _synthesize(self, goal_handle):
-        """Worker thread: run the synthesis core for one goal."""
+        """Worker thread: run the synthesis core for one goal (at the goal's calibration)."""
+        from clawgym_ros.calibration.apply import calibration_scope
+
+        assert self.options is not None
+        req = goal_handle.request
+        with calibration_scope(req.run_dir or self.options.run_dir, req.calibration_id):
+            return self._run_goal(goal_handle)
+
+    def _run_goal(self, goal_handle):
         from clawgym_ros.orchestration.synthesis import synthesize
 
         assert self.options is not None

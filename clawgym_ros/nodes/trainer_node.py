@@ -186,9 +186,13 @@ class TrainerNode(ActionLifecycleNode):
 
         self.get_logger().info(f"RL fine-tuning {cfg.base_checkpoint[:12]} on {cfg.task} for "
                                f"{cfg.steps} steps, seed {cfg.seed}")
-        return finetune(goal.run_dir or self.options.run_dir, cfg, on_progress=feedback,
-                        should_stop=lambda: self._stop.is_set()
-                        or goal_handle.is_cancel_requested)
+        from clawgym_ros.calibration.apply import calibration_scope
+
+        run_dir = goal.run_dir or self.options.run_dir
+        with calibration_scope(run_dir, goal.calibration_id):   # the envs simulate at it
+            return finetune(run_dir, cfg, on_progress=feedback,
+                            should_stop=lambda: self._stop.is_set()
+                            or goal_handle.is_cancel_requested)
 
     def _train(self, goal_handle):
         """Worker thread: run the training core for one goal."""

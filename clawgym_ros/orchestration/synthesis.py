@@ -128,15 +128,23 @@ def synthesize_recovery(out: str, report_ref: str, episodes: int, seed: int, wor
     check_int("episodes", episodes, 0, 10_000_000)
     check_int("seed", seed, 0, 2**63 - 1)
     check_int("workers", workers, 0, 1024)
+    from clawgym_ros.sim.active_calibration import OPTION_KEY, active
+
     plan = plan_recovery(out, report_ref, episodes, seed)
-    tasks = sorted({spec.task for spec in plan.specs})
-    generation: Mapping[str, Any] = {
-        "seed": seed, "episodes": len(plan.specs), "from_report": plan.report_id,
+    specs = list(plan.specs)
+    tasks = sorted({spec.task for spec in specs})
+    generation: dict[str, Any] = {
+        "seed": seed, "episodes": len(specs), "from_report": plan.report_id,
         "failure_states": [fs.name for fs in plan.states],
         "held_out_skipped": list(plan.held_out),
         "generator": "clawgym_ros.tasks.registry:generate_any"}
+    calibration = active()
+    if calibration is not None:        # the experts restart in the calibrated simulator
+        specs = [dataclasses.replace(s, options={**s.options, OPTION_KEY: calibration.to_dict()})
+                 for s in specs]
+        generation["calibration"] = calibration.id
     return synthesize_dataset(
-        ArtifactStore(out), list(plan.specs), generate_any, signoff_for(tasks),
+        ArtifactStore(out), specs, generate_any, signoff_for(tasks),
         workers=workers or None, generation=generation,
         config={"workers": workers, **generation}, seeds={"run": seed},
         parents=[plan.report_id], progress=progress, cancel=cancel, start_method=start_method)
