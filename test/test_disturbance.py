@@ -251,8 +251,12 @@ def test_suites_name_the_family_and_its_event_and_refuse_unsupported_ones(tmp_pa
     assert suite.to_dict()["cells"][0]["event"] == "goal_move"
     for mutate, fragment in (
             (lambda d: d["tasks"].append({"task": "gps_nav", "templates": ["square_route"]}),
-             "cells.sweeps[disturbance].event='object_drop' is invalid; allowed: none: task "
-             "gps_nav supports no disturbance"),
+             "cells.sweeps[disturbance].event='object_drop' is invalid; allowed: one of "
+             "gps_outage or any (supported by gps_nav)"),
+            (lambda d: d["cells"]["sweeps"][0].update(event="gps_outage"),
+             "cells.sweeps[disturbance].event='gps_outage' is invalid; allowed: one of "
+             "object_drop, object_displace, goal_move, arm_push or any (supported by "
+             "pick_place)"),
             (lambda d: d["cells"]["sweeps"][0].update(event="quake"),
              "cells.sweeps[0].event='quake'"),
             (lambda d: d["cells"]["sweeps"].append({"family": "lighting", "event": "goal_move",
@@ -300,6 +304,58 @@ def test_eval_cli_refuses_an_unsupported_disturbance_with_one_line(tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "peg_insert supports no disturbance" in err, err
     assert not (out / "artifacts").exists() or not any((out / "artifacts").rglob("*.json"))
+
+
+def test_eval_cli_refuses_a_gps_outage_on_an_arm_task_with_one_line(tmp_path, capsys):
+    from clawgym_ros.cli import main
+
+    data = copy.deepcopy(BASE)
+    data["cells"]["sweeps"][0]["event"] = "gps_outage"
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "run"
+    for mode in ("in_process", "ros"):
+        assert main(["eval", "--policy", "scripted:pick_place", "--suite", str(path), "--seed",
+                     "0", "--out", str(out), "--workers", "1", "--mode", mode]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "event='gps_outage' is invalid" in err, err
+        assert "(supported by pick_place)" in err and not out.exists()
+
+
+def test_a_gps_outage_holds_the_fix_mid_route_and_recovery_is_the_next_waypoint():
+    """gps_nav's outage fires after waypoint_1 (+ the drawn delay), holds the observed fix
+    with no-fix status for its drawn length, then fixes come again; it takes no stage away,
+    so recovery is the next waypoint reached; the scripted navigator still arrives."""
+    import gymnasium as gym
+
+    from clawgym_ros.evaluation.rollout import PolicySource
+    from clawgym_ros.perturbations.disturbance import DisturbanceWrapper
+    from clawgym_ros.perturbations.gps import STATUS_NO_FIX
+
+    core = _core(event="gps_outage")
+    env = DisturbanceWrapper(gym.make(C.ENV_GPS_NAV, control_mode=C.CONTROL_DICT,
+                                      template="square_route").unwrapped, core)
+    policy = PolicySource.parse("scripted:gps_nav").load()
+    obs, info = env.reset(seed=3)
+    policy.reset()
+    fixes, no_fix, info = [], [], {}
+    for _ in range(2500):
+        obs, _, terminated, _, info = env.step(policy.act(obs))
+        fixes.append(obs[C.OBS_GPS].copy())
+        no_fix.append(info.get(C.INFO_GPS_STATUS) == STATUS_NO_FIX)
+        if terminated:
+            break
+    rec = info[C.INFO_DISTURBANCE]
+    fired = core.fired_step
+    assert rec["disturbed"] and rec["step"] == fired and rec["stages_before"] == 2
+    assert 0.5 * 8.0 <= core.size <= 8.0 and core.outage_steps == round(core.size / 0.02)
+    window = range(fired - 1, fired - 1 + core.outage_steps)      # observations without fix
+    assert [i for i, n in enumerate(no_fix) if n] == list(window)
+    assert all((fixes[i] == fixes[fired - 2]).all() for i in window)
+    assert not (fixes[window[-1] + 1] == fixes[fired - 2]).all()
+    assert rec["lost_stage"] == "" and rec["steps_to_recover"] > 0
+    assert terminated and info["success"]
+    env.close()
 
 
 def test_synth_refuses_a_disturbance_mixture_the_task_does_not_support(tmp_path, capsys):

@@ -112,3 +112,28 @@ def test_ros_mode_refuses_disturbances_outside_a_task_world_and_free_running(tmp
     with pytest.raises(ConfigError, match="pick_place / disturbance.*nominal arm episodes"):
         run_free_graph(specs, POLICY, "", 10, log_dir=tmp_path / "free")
     assert not (tmp_path / "logs").exists() and not (tmp_path / "free").exists()
+
+
+def test_lockstep_gps_outage_on_gps_nav_matches_in_process(tmp_path):
+    """gps_nav's mid-route GPS outage through ROS: sim_node holds the published fix as the
+    in-process wrapper holds the observed one; the scripted navigator's episode (outage,
+    next waypoint reached) is the same record."""
+    pytest.importorskip("rclpy")
+    from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
+    from clawgym_ros.evaluation.suites import EpisodeSpec
+    from clawgym_ros.evaluation.workers import run_specs
+    from clawgym_ros.ros_io.eval_graph import run_ros_graph
+
+    policy = "scripted:gps_nav"
+    specs = [EpisodeSpec(index=0, task="gps_nav", template="square_route", split="train",
+                         family="disturbance", families=("disturbance",), intensity=1.0,
+                         schedule="constant", seed=0, perturbation_seed=11,
+                         event="gps_outage")]
+    ros = run_ros_graph(specs, policy, "", 900, log_dir=tmp_path / "logs", world="task")
+    local = run_specs(PolicySource.parse(policy), specs, 1,
+                      RolloutOptions(world="task", max_steps=900))
+    assert ros[0].to_dict() == local[0].to_dict()
+    rec = ros[0].recovery
+    assert rec["event"] == "gps_outage" and rec["lost_stage"] == ""
+    assert rec["steps_to_recover"] and rec["stages_before"] == 2
+    assert ros[0].perturbation["disturbance.size"] > 0

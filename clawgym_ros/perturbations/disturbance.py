@@ -10,8 +10,10 @@ Events (which ones a task supports, and the stage that triggers each, is declare
 - ``goal_move``: the place goal moves (pick_place: to the other bin);
 - ``arm_push``: an external force on the gripper hand (``xfrc_applied``) for ``push_steps``
   control steps, in a seeded horizontal direction;
-- ``gps_outage``: reserved for gps_nav (a GPS outage starting mid-route); no task declares it
-  yet.
+- ``gps_outage`` (gps_nav: trigger ``waypoint_1``, i.e. mid-route): the GPS loses its fix
+  for ``outage_s`` seconds (at intensity 1, times the drawn fraction ``u``): the ``gps``
+  observation holds the last fix and ``info["gps_status"]`` is -1 (no fix), as under the
+  ``gps_dropout`` family; wheel odometry and the IMU go on.
 
 Trigger and size (all drawn when the episode begins, from the perturbation's own seeded
 streams, so they do not depend on what the policy does): the event fires ``delay`` control
@@ -19,7 +21,8 @@ steps after the step at which the task's trigger stage is first reached, ``delay
 ``[0, max_delay_steps]``; distances and forces are ``value * intensity`` at the drawn
 fraction ``u`` in [0.5, 1] (pick_place puts a moved object its footprint radius + 5 cm +
 that distance from where it was, so it always leaves the fingers). ``goal_move`` has no size
-(the goal moves to the other bin whatever the intensity).
+(the goal moves to the other bin whatever the intensity); a ``gps_outage``'s size is its
+length in seconds.
 
 Recovery (:class:`RecoveryWatch`, fed by the wrapper with the task's stage tracker): at the
 firing step the episode had reached ``k`` stages. The disturbance is *recovered* at the first
@@ -27,7 +30,9 @@ step at which the episode makes stage progress again: the last stage reached bef
 (index ``k - 1``), once it stops holding (the "lost" stage: ``lift`` when the object was
 knocked out of the gripper), holds again; or a stage beyond the first ``k`` is reached (when
 nothing was lost, e.g. the goal moved before transport). ``steps_to_recover`` counts control
-steps from the firing step. Whether the episode still delivered is its success.
+steps from the firing step. Whether the episode still delivered is its success. A GPS outage
+takes no stage away (gps_nav's waypoint stages are milestones, not states that hold), so its
+recovery is the next stage reached: the time to regained progress.
 
 The core is pure (NumPy); :class:`DisturbanceWrapper` (in-process; the family's registry row
 is in ``clawgym_ros.perturbations``) applies
@@ -47,6 +52,7 @@ from clawgym_ros import constants as C
 from clawgym_ros.config import check_choice, check_int, check_range
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.perturbations.base import Perturbation, PerturbationConfig, _help
+from clawgym_ros.perturbations.gps import STATUS_NO_FIX
 from clawgym_ros.perturbations.wrappers import Obs, PerturbationWrapper
 
 EVENT_OBJECT_DROP = "object_drop"
@@ -60,6 +66,10 @@ EVENTS: tuple[str, ...] = (EVENT_OBJECT_DROP, EVENT_OBJECT_DISPLACE, EVENT_GOAL_
 EVENT_ANY = "any"
 #: The body an arm push acts on.
 PUSH_BODY = "gripper_hand"
+#: Events the wrapper applies itself (the rest through the task env's ``apply_disturbance``).
+WRAPPER_EVENTS: tuple[str, ...] = (EVENT_ARM_PUSH, EVENT_GPS_OUTAGE)
+#: Events that take no stage away: recovered when the next stage is reached.
+PROGRESS_EVENTS: tuple[str, ...] = (EVENT_GPS_OUTAGE,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +92,8 @@ class DisturbanceConfig(PerturbationConfig):
         default=60.0, metadata=_help("arm push force, N at intensity 1, [0, 500]"))
     push_steps: int = dataclasses.field(
         default=10, metadata=_help("control steps the push lasts, [1, 1000]"))
+    outage_s: float = dataclasses.field(
+        default=8.0, metadata=_help("GPS outage length, s at intensity 1, [0, 600]"))
 
     FAMILY = C.FAMILY_DISTURBANCE
 
@@ -92,6 +104,7 @@ class DisturbanceConfig(PerturbationConfig):
         check_range("displacement_m", self.displacement_m, 0.0, 0.3)
         check_range("push_force_n", self.push_force_n, 0.0, 500.0)
         check_int("push_steps", self.push_steps, 1, 1000)
+        check_range("outage_s", self.outage_s, 0.0, 600.0)
 
 
 def supported_events(task: Any) -> dict[str, str]:
@@ -137,6 +150,8 @@ class Disturbance(Perturbation):
         self.size = 0.0
         self.armed_step: int | None = None
         self.fired_step: int | None = None
+        #: control steps a GPS outage lasts (set when it fires)
+        self.outage_steps = 0
         self._step = 0
 
     def _sample_episode(self, rng: np.random.Generator) -> None:
@@ -194,15 +209,22 @@ class Disturbance(Perturbation):
                 and self._step < self.fired_step + self.config.push_steps)
 
     @property
+    def in_outage(self) -> bool:
+        """Whether the GPS has no fix after the current step (a ``gps_outage`` in progress)."""
+        return (self.event == EVENT_GPS_OUTAGE and self.fired_step is not None
+                and self._step < self.fired_step + self.outage_steps)
+
+    @property
     def active(self) -> bool:
-        return self.fired_step == self._step or self.pushing
+        return self.fired_step == self._step or self.pushing or self.in_outage
 
     def draw(self) -> dict[str, float]:
         """The event's size and geometry: ``distance`` (m beyond the clearance), ``force`` (N),
-        ``angle`` (direction, rad), ``yaw`` (of a dropped object, rad)."""
+        ``outage_s`` (s), ``angle`` (direction, rad), ``yaw`` (of a dropped object, rad)."""
         c, s = self.config, self.intensity
         return {"distance": c.displacement_m * s * self.u_size,
                 "force": c.push_force_n * s * self.u_size,
+                "outage_s": c.outage_s * s * self.u_size,
                 "angle": self.angle, "yaw": self.yaw}
 
     def _parameters(self) -> dict[str, float]:
@@ -227,11 +249,14 @@ class RecoveryWatch:
         self.lost_stage = ""
         self.recovered_step: int | None = None
         self._lost = False
+        self._watch_lost = True
 
     def start(self, event: str, step: int, time_s: float, stages_before: int) -> None:
         """The event fired at control step ``step`` with ``stages_before`` stages reached."""
         self.event, self.step, self.time_s = event, int(step), float(time_s)
         self.stages_before = int(stages_before)
+        # An event that takes no stage away: only new progress counts.
+        self._watch_lost = event not in PROGRESS_EVENTS
 
     def observe(self, step: int, tracker: Any, state: Mapping[str, np.ndarray]) -> None:
         """The true state after control step ``step`` (from the firing step on)."""
@@ -241,7 +266,7 @@ class RecoveryWatch:
         if len(tracker.reached) > k:
             self.recovered_step = int(step)
             return
-        if k == 0:
+        if k == 0 or not self._watch_lost:
             return
         holds = bool(tracker.check(k - 1, state))
         if not holds and not self._lost:
@@ -278,10 +303,14 @@ class DisturbanceWrapper(PerturbationWrapper):
         self.watch = RecoveryWatch()
         if core.enabled:
             task = getattr(env, "task", None)
-            if task is None or not hasattr(env, "apply_disturbance"):
+            if task is None:
                 raise ConfigError("disturbance", core.config.event,
                                   "a task world (the disturbance needs the task's stages)")
             core.bind(supported_events(task), getattr(task, "name", ""))
+            if core.event not in WRAPPER_EVENTS and not hasattr(env, "apply_disturbance"):
+                raise ConfigError("disturbance", core.event, f"an event {task.name}'s env "
+                                  "applies (it has no apply_disturbance)")
+            self._fix = obs.get(C.OBS_GPS)
             self.watch.event = core.event
             info[C.INFO_DISTURBANCE] = self.watch.record()
         return obs, info
@@ -301,6 +330,9 @@ class DisturbanceWrapper(PerturbationWrapper):
             draw = core.draw()
             if core.event == EVENT_ARM_PUSH:
                 core.size = draw["force"]
+            elif core.event == EVENT_GPS_OUTAGE:
+                core.size = draw["outage_s"]
+                core.outage_steps = max(1, round(core.size / self.backend.control_dt))
             else:
                 core.size = float(env.apply_disturbance(core.event, draw, list(self._reached)))
             self.watch.start(core.event, core.step_count, self.backend.time,
@@ -314,6 +346,13 @@ class DisturbanceWrapper(PerturbationWrapper):
     def _after_step(self, obs: Obs, info: dict[str, Any]) -> tuple[Obs, dict[str, Any]]:
         self._reached = list(info.get("stages_reached", self._reached))
         core: Disturbance = self.perturbation
+        if core.enabled and C.OBS_GPS in obs:
+            if core.in_outage:
+                # No fix: the last one held, as the gps_dropout wrapper shows an outage.
+                obs = {**obs, C.OBS_GPS: self._fix.copy()}
+                info[C.INFO_GPS_STATUS] = STATUS_NO_FIX
+            else:
+                self._fix = obs[C.OBS_GPS]
         if core.enabled:
             env = self.env.unwrapped
             if self.watch.step is not None and env.tracker is not None:

@@ -558,6 +558,10 @@ class SimSession:
         return imu_from_vector(self.backend.observation(cameras=())[C.OBS_IMU])
 
     def gps(self) -> GpsFix:
+        """The antenna's fix; under a disturbance the task env's observed one (a GPS outage
+        holds the last fix there, as the in-process wrapper shows it)."""
+        if self.disturbed and C.OBS_GPS in self._obs:
+            return gps_from_vector(self._obs[C.OBS_GPS])
         return gps_from_vector(self.backend.gps())
 
     def odom(self) -> OdomValues:

@@ -172,6 +172,9 @@ class GpsNav(Task):
     expert = "clawgym_ros.tasks.gps_nav:generate"
     goal_tolerance = WAYPOINT_TOLERANCE
     max_contact_force = 400.0
+    #: Mid-episode disturbances it supports (``disturbance`` family): a GPS outage starting
+    #: once the first waypoint is reached (mid-route).
+    disturbances = {"gps_outage": "waypoint_1"}
 
     def template_stages(self, template: Template) -> tuple[str, ...]:
         """localize, one stage per waypoint, arrive."""
