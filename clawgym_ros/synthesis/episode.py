@@ -310,7 +310,8 @@ class EpisodeRecorder:
              contact_force: float = 0.0, collision: bool = False, energy: float | None = None,
              images: Mapping[str, np.ndarray] | None = None) -> None:
         """Append one control step (the same keys every step)."""
-        if self._time and (set(obs) != set(self._obs) or set(action) != set(self._act)):
+        if self._time and (obs.keys() != self._obs.keys()
+                           or action.keys() != self._act.keys()):
             raise EpisodeError(f"step {len(self._time)}: observation/action keys changed")
         self._time.append(float(time))
         self._q.append(np.asarray(joint_position, dtype=np.float64).reshape(-1))
