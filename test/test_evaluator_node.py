@@ -50,6 +50,15 @@ def _pool_workers(pid: int) -> set[int]:
     return {worker for server in children(pid) for worker in children(server)}
 
 
+def _finished(client, executor, tmp_path, goal):
+    """Send ``goal``, wait for its result (the wrapped result: status and result)."""
+    sent = client.send_goal_async(goal)
+    assert spin_until(executor, sent.done, 30.0)
+    got = sent.result().get_result_async()
+    assert spin_until(executor, got.done, 120.0), read_logs(tmp_path)
+    return got.result()
+
+
 def _start_node(procs, run_dir):
     procs.env["PYTHONPATH"] = str(ROOT)
     return procs.start_module("evaluator", "clawgym_ros.nodes.evaluator_node", [
@@ -158,12 +167,9 @@ def test_evaluate_action_feedback_result_latched_summary_and_cancel(procs, rclpy
         #     gives the one-worker report.
         workers = _pool_workers(procs.procs[0][1].pid)
         assert len(workers) == 2, workers
-        sent = client.send_goal_async(
-            Evaluate.Goal(checkpoint_id=POLICY, suite=str(small), seed=3, workers=2))
-        assert spin_until(executor, sent.done, 30.0)
-        got = sent.result().get_result_async()
-        assert spin_until(executor, got.done, 120.0), read_logs(tmp_path)
-        assert got.result().result.report_id == result.report_id
+        got = _finished(client, executor, tmp_path,
+                        Evaluate.Goal(checkpoint_id=POLICY, suite=str(small), seed=3, workers=2))
+        assert got.result.report_id == result.report_id
         assert _pool_workers(procs.procs[0][1].pid) == workers
 
         # 4c. A goal's calibration: the episodes run at it (the report names it and equals
@@ -175,12 +181,9 @@ def test_evaluate_action_feedback_result_latched_summary_and_cancel(procs, rclpy
         log = twin_log(tmp_path / "robot.mcap", 2.5, seed=1)
         cal, _ = run_calibration(run, CalibrateRequest(bag=str(log), params=("damping_scale",),
                                                        starts=1))
-        sent = client.send_goal_async(Evaluate.Goal(
-            checkpoint_id=POLICY, suite=str(small), seed=3, workers=1, calibration_id=cal.id))
-        assert spin_until(executor, sent.done, 30.0)
-        got = sent.result().get_result_async()
-        assert spin_until(executor, got.done, 120.0), read_logs(tmp_path)
-        calibrated = got.result().result
+        calibrated = _finished(client, executor, tmp_path, Evaluate.Goal(
+            checkpoint_id=POLICY, suite=str(small), seed=3, workers=1,
+            calibration_id=cal.id)).result
         assert calibrated.success and calibrated.report_id != result.report_id
         assert json.loads(open(calibrated.report_path).read())["config"]["calibration"] == \
             cal.id
@@ -189,12 +192,9 @@ def test_evaluate_action_feedback_result_latched_summary_and_cancel(procs, rclpy
                 EvalConfig(suite=str(small), seed=3, workers=1), PolicySource.parse(POLICY),
                 run, RolloutOptions(world="scene", max_steps=120))
         assert direct.report_id == calibrated.report_id
-        sent = client.send_goal_async(
-            Evaluate.Goal(checkpoint_id=POLICY, suite=str(small), seed=3, workers=1))
-        assert spin_until(executor, sent.done, 30.0)
-        got = sent.result().get_result_async()
-        assert spin_until(executor, got.done, 120.0), read_logs(tmp_path)
-        assert got.result().result.report_id == result.report_id
+        got = _finished(client, executor, tmp_path,
+                        Evaluate.Goal(checkpoint_id=POLICY, suite=str(small), seed=3, workers=1))
+        assert got.result.report_id == result.report_id
 
         # 5. Errors are results, not crashes: an unknown checkpoint aborts with a message.
         sent = client.send_goal_async(Evaluate.Goal(checkpoint_id="0" * 12, suite=str(small),

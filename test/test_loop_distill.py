@@ -206,3 +206,13 @@ def test_calibration_node_fits_what_the_cli_fits(robot_logs, procs, rclpy_contex
         spinning.set()
         executor.shutdown()
         node.destroy_node()
+
+
+def test_a_loop_calibration_missing_from_the_run_directory_is_refused_first(tmp_path):
+    from clawgym_ros.coordinator.runner import LoopError
+
+    runner = LoopRunner(loop_cfg(calibration="ab" * 32), tmp_path / "run", DistillExecutor())
+    with pytest.raises(LoopError, match=r"calibration: .*clawgym calibrate --out"):
+        runner.load()
+    assert not (tmp_path / "run" / "artifacts").exists() or not any(
+        (tmp_path / "run" / "artifacts").rglob("manifest.json"))

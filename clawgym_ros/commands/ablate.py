@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clawgym_ros.commands.loop import StatusView
+    from clawgym_ros.commands.loop import StatusView, workers_for
     from clawgym_ros.coordinator.ablation import (
         final_suite_yaml,
         format_table,
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     finals: dict[str, dict[int, dict]] = {label: {} for label in labels}
     budgets: dict[str, dict[int, dict]] = {label: {} for label in labels}
     with LoopGraph(out / "logs") as graph:
-        graph.start_workers(out)
+        graph.start_workers(out, workers_for(cfg))
         for seed in seeds:
             for label, mode in arms:
                 run_dir = out / f"seed{seed}" / label

@@ -234,6 +234,15 @@ class LoopRunner:
         Raises:
             LoopError: the run directory holds a loop with another config.
         """
+        if self.cfg.calibration:
+            from clawgym_ros.errors import ArtifactError
+
+            try:
+                self.store.resolve(self.cfg.calibration, C.KIND_CALIBRATION)
+            except ArtifactError as err:
+                raise LoopError(f"calibration: {err}; the loop's simulators run at a "
+                                f"calibration of its run directory {self.run_dir} (clawgym "
+                                "calibrate --out there)") from None
         config_id = self.config_artifact()
         if self.state_path.is_file():
             state = LoopState.from_dict(json.loads(self.state_path.read_text()))
