@@ -497,6 +497,43 @@ def test_the_expert_recovers_from_displacement_and_pushes(event, lost):
             (record.outcome.reason, w)
 
 
+def test_disturbed_expert_episodes_are_signed_off_with_only_the_events_allowances():
+    """Recovery demonstrations: a disturbed expert episode passes the task's dual sign-off
+    (the interrupted skill ends a legal prefix, the restart follows the resume grammar, the
+    finger snap of the firing step is excused); the same record with an illegal restart, a
+    finger excess one step later or an arm-joint excess at the firing step is rejected."""
+    import dataclasses
+
+    from clawgym_ros.tasks.registry import get_task
+
+    task = get_task("pick_place")
+    signoff = task.signoff()
+    (record, watch), = _expert_episodes(1)
+    assert watch["disturbed"] and record.outcome.success
+    assert signoff(record) == []
+    t_fire = signoff.physical.excuse.fired_time(record)
+    assert t_fire == pytest.approx(watch["time_s"], abs=1e-9)
+    # Without the allowances (the plain validators): both rejections come back.
+    plain = dataclasses.replace(signoff.semantic[task.name], resume_grammar=None)
+    assert [r.code for r in plain.check(record)] == [C.REJECT_SKILL_SEQUENCE]
+    physical = dataclasses.replace(signoff.physical, excuse=None)
+    assert [r.code for r in physical.check(record)] == [C.REJECT_JOINT_VELOCITY]
+    # An illegal restart: the object picked again without a grasp.
+    cut = next(i for i, c in enumerate(record.skill_calls) if c.detail.startswith("disturbed"))
+    calls = list(record.skill_calls)
+    regrasp = next(i for i in range(cut + 1, len(calls)) if calls[i].name == "grasp")
+    bad = dataclasses.replace(record, skill_calls=calls[:regrasp] + calls[regrasp + 1:])
+    problems = [str(r) for r in signoff(bad)]
+    assert len(problems) == 1 and "after disturbance 1" in problems[0], problems
+    # Speed excess elsewhere: fingers one step after the firing step, an arm joint at it.
+    step = int(np.argmin(np.abs(record.time - (t_fire + 0.02))))
+    for joint, at in ((C.GRIPPER_JOINTS[0], step + 1), (C.ARM_JOINTS[0], step)):
+        vel = record.joint_velocity.copy()
+        vel[at, record.joint_names.index(joint)] = 5.0
+        codes = [r.code for r in signoff(dataclasses.replace(record, joint_velocity=vel))]
+        assert codes == [C.REJECT_JOINT_VELOCITY], (joint, codes)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 @pytest.mark.skipif(os.environ.get("CLAWGYM_ACCEPTANCE") != "1",

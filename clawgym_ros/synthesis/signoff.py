@@ -10,6 +10,16 @@ physical (:class:`FeasibilityCheck`)
     ``joint_position_limit``, ``joint_velocity_limit``, ``effort_limit``, ``contact_force``,
     ``unintended_collision``, ``unstable_physics``
 
+Episodes with a mid-episode disturbance (``disturbance`` family) are signed off as usual, with
+two allowances for the event itself and nothing else: the skill interrupted by it (a call that
+ended failed with detail ``disturbed: ...``) may end a legal prefix of the task's grammar, the
+expert's restart from there must follow the task's resume grammar
+(:attr:`SemanticValidator.resume_grammar`: its recovery segment, then further placements);
+and the gripper fingers may exceed their speed limit on the one control step the event fired
+at (the object vanishing from a closed gripper lets the fingers snap shut:
+:class:`DisturbanceExcuse`). Everything else (success, stage order, goal, every other joint
+and step, contacts) is checked unchanged.
+
 Everything here is picklable (no lambdas) so that sign-off runs inside worker processes.
 """
 
@@ -30,6 +40,8 @@ from clawgym_ros.synthesis.episode import EpisodeRecord
 from clawgym_ros.synthesis.grammar import SkillGrammar
 
 INF = math.inf
+#: Detail prefix of a skill call the expert ended because a disturbance changed the scene.
+DISTURBED_DETAIL = "disturbed:"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +79,16 @@ class SemanticValidator:
         goal_tolerance: absolute tolerance of the default goal check for numbers.
         ignore_failed_skills: drop calls whose outcome is not ``ok`` before the grammar check
             (for grammars that describe only the successful calls of retried skills).
+        resume_grammar: legal skill sequences after a skill a disturbance interrupted (a call
+            ended failed with detail ``disturbed: ...``); None = such episodes are checked
+            against ``grammar`` alone (and rejected).
 
     A successful episode must reach all stages in order, with a complete legal skill sequence
     and a consistent goal. A failed episode is rejected as ``not_successful``; its stages and
-    skills need only be a legal prefix (otherwise they are reported too).
+    skills need only be a legal prefix (otherwise they are reported too). With disturbed
+    calls, the calls up to the first one must be a legal prefix under ``grammar``, those
+    between two a legal prefix under ``resume_grammar``, and the rest a legal (complete when
+    successful) sequence under ``resume_grammar``.
     """
 
     stages: tuple[str, ...]
@@ -78,11 +96,14 @@ class SemanticValidator:
     goal_check: GoalCheck | None = None
     goal_tolerance: float = 0.01
     ignore_failed_skills: bool = False
+    resume_grammar: SkillGrammar | str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", tuple(self.stages))
         if isinstance(self.grammar, str):
             object.__setattr__(self, "grammar", SkillGrammar(self.grammar))
+        if isinstance(self.resume_grammar, str):
+            object.__setattr__(self, "resume_grammar", SkillGrammar(self.resume_grammar))
         check_range("goal_tolerance", self.goal_tolerance, 0.0, None)
 
     def check(self, record: EpisodeRecord) -> list[Rejection]:
@@ -95,17 +116,16 @@ class SemanticValidator:
         stage_problem = self._stage_problem(record, complete=success)
         if stage_problem:
             out.append(Rejection(C.REJECT_STAGE_ORDER, stage_problem))
-        calls = [c for c in record.skill_calls
-                 if not self.ignore_failed_skills or c.outcome == C.SKILL_OK]
-        names = [c.name for c in calls]
-        assert isinstance(self.grammar, SkillGrammar)
-        bad = self.grammar.first_illegal(names, complete=success)
-        if bad is not None:
-            if bad < len(names):
-                detail = (f"skill {names[bad]!r} (call {bad}, t={calls[bad].start:.3f} s) "
-                          f"cannot follow {names[:bad]} under {self.grammar.pattern!r}")
-            else:
-                detail = f"sequence {names} is incomplete under {self.grammar.pattern!r}"
+        cuts = [i for i, c in enumerate(record.skill_calls) if c.outcome != C.SKILL_OK
+                and c.detail.startswith(DISTURBED_DETAIL)]
+        if cuts and self.resume_grammar is not None:
+            detail = self._resumed_problem(list(record.skill_calls), cuts, success)
+        else:
+            calls = [c for c in record.skill_calls
+                     if not self.ignore_failed_skills or c.outcome == C.SKILL_OK]
+            assert isinstance(self.grammar, SkillGrammar)
+            detail = _grammar_problem(self.grammar, calls, success)
+        if detail:
             out.append(Rejection(C.REJECT_SKILL_SEQUENCE, detail))
         if success:
             problem = (self.goal_check(record) if self.goal_check is not None
@@ -113,6 +133,21 @@ class SemanticValidator:
             if problem:
                 out.append(Rejection(C.REJECT_GOAL, problem))
         return out
+
+    def _resumed_problem(self, calls: list[Any], cuts: list[int], success: bool) -> str | None:
+        """The grammar problem of a disturbed episode's calls, segment by segment (each
+        segment ends at a disturbed call; the last runs to the end)."""
+        bounds = [0, *(i + 1 for i in cuts), len(calls)]
+        for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
+            grammar = self.grammar if k == 0 else self.resume_grammar
+            assert isinstance(grammar, SkillGrammar)
+            last = k == len(bounds) - 2
+            problem = _grammar_problem(grammar, calls[a:b], success and last, offset=a)
+            if problem:
+                where = "before the first disturbance" if k == 0 else \
+                    f"after disturbance {k} (t={calls[a - 1].end:.3f} s)"
+                return f"{where}: {problem}"
+        return None
 
     def _stage_problem(self, record: EpisodeRecord, complete: bool) -> str | None:
         names = [s.name for s in record.stages]
@@ -129,6 +164,19 @@ class SemanticValidator:
             return (f"stage times {times} lie outside the episode "
                     f"[{record.time[0]:.3f}, {record.time[-1]:.3f}] s")
         return None
+
+
+def _grammar_problem(grammar: SkillGrammar, calls: Sequence[Any], complete: bool,
+                     offset: int = 0) -> str | None:
+    """Why ``calls`` are not a legal (``complete``) sequence under ``grammar``, or None."""
+    names = [c.name for c in calls]
+    bad = grammar.first_illegal(names, complete=complete)
+    if bad is None:
+        return None
+    if bad < len(names):
+        return (f"skill {names[bad]!r} (call {offset + bad}, t={calls[bad].start:.3f} s) "
+                f"cannot follow {names[:bad]} under {grammar.pattern!r}")
+    return f"sequence {names} is incomplete under {grammar.pattern!r}"
 
 
 def default_goal_check(record: EpisodeRecord, tolerance: float = 0.01) -> str | None:
@@ -276,10 +324,64 @@ def limits_from_urdf(urdf_xml: str) -> dict[str, JointLimit]:
 
 
 @dataclasses.dataclass(frozen=True)
+class DisturbanceExcuse:
+    """The one allowance the feasibility check makes for a disturbance: speed-limit excess of
+    ``joints`` on the ``steps`` control steps from the step the event fired at
+    (:meth:`fired_time`, from the record).
+
+    Args:
+        events: task -> its ``{event: trigger stage}`` (``Task.disturbances``).
+        codes: the event names in the order of their codes (the recorded
+            ``disturbance.event`` parameter: ``perturbations.disturbance.EVENTS``).
+        joints: the joints excused (the gripper fingers: they snap shut when a held object
+            is knocked away).
+        steps: control steps excused, from the firing step on.
+    """
+
+    events: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    codes: tuple[str, ...] = ()
+    joints: tuple[str, ...] = C.GRIPPER_JOINTS
+    steps: int = 1
+
+    def fired_time(self, record: EpisodeRecord) -> float | None:
+        """When the record's event fired (the simulation time its firing step began), from
+        what the record keeps: its ``disturbance.event`` and ``disturbance.delay_steps``
+        (drawn at reset) and the time its trigger stage was first reached (the next step arms
+        the event; it fires ``delay`` steps later). None when the episode was not disturbed
+        or never reached the trigger stage."""
+        events = self.events.get(record.task)
+        params = record.perturbation_params
+        family = C.FAMILY_DISTURBANCE
+        code = int(params.get(f"{family}.event", -1.0))
+        if (not events or record.family != family or record.num_steps < 2
+                or not 0 <= code < len(self.codes) or params.get(f"{family}.intensity", 0) <= 0):
+            return None
+        trigger = events.get(self.codes[code])
+        reached = next((s.time for s in record.stages if s.name == trigger), None)
+        if reached is None:
+            return None
+        return float(reached) + params.get(f"{family}.delay_steps", 0.0) * self.dt(record)
+
+    @staticmethod
+    def dt(record: EpisodeRecord) -> float:
+        """Seconds per control step of ``record``."""
+        return float(np.median(np.diff(record.time)))
+
+    def window(self, record: EpisodeRecord) -> tuple[float, float] | None:
+        """(after, up to) simulation times whose samples are excused, or None."""
+        start = self.fired_time(record)
+        if start is None:
+            return None
+        return start, start + self.steps * self.dt(record)
+
+
+@dataclasses.dataclass(frozen=True)
 class FeasibilityCheck:
-    """Physical-feasibility sign-off of a record against a :class:`PhysicalLimits` table."""
+    """Physical-feasibility sign-off of a record against a :class:`PhysicalLimits` table
+    (``excuse``: the disturbance allowance, :class:`DisturbanceExcuse`; None = none)."""
 
     limits: PhysicalLimits = dataclasses.field(default_factory=PhysicalLimits)
+    excuse: DisturbanceExcuse | None = None
 
     def check(self, record: EpisodeRecord) -> list[Rejection]:
         """All physical rejections of ``record`` (empty = signed off), one per reason code."""
@@ -302,6 +404,7 @@ class FeasibilityCheck:
         if unstable:
             out.append(Rejection(C.REJECT_UNSTABLE, unstable))
         pos, vel, eff = [], [], []
+        window = self.excuse.window(record) if self.excuse is not None else None
         for j, name in enumerate(record.joint_names):
             jl = lim.joints.get(name)
             if jl is None:
@@ -314,6 +417,9 @@ class FeasibilityCheck:
                 pos.append(f"{name} at {q[s]:.4g} outside [{jl.lower:.4g}, {jl.upper:.4g}] "
                            f"at t={t[s]:.3f} s")
             v = np.abs(record.joint_velocity[:, j])
+            if window is not None and name in self.excuse.joints:
+                # the event's own physics (module docstring); tolerance for float times
+                v = np.where((t > window[0] + 1e-9) & (t <= window[1] + 1e-9), 0.0, v)
             over = np.flatnonzero(v > jl.velocity * (1 + lim.velocity_tolerance))
             if over.size and not vel:
                 s = int(over[0])

@@ -276,10 +276,30 @@ class Task:
         """A module-level ``fn(record) -> None | reason`` or None for the default check."""
         return None
 
+    def resume_grammar(self) -> str | None:
+        """Legal skill sequences after a skill a disturbance interrupted: the recovery segment,
+        then any further placements (tasks that support disturbances and have a recovery
+        grammar; None otherwise)."""
+        if not getattr(self, "disturbances", None) or not self.recovery_grammar:
+            return None
+        return f"({self.recovery_grammar}) ({self.grammar})*"
+
+    def disturbance_excuse(self) -> Any:
+        """The feasibility check's allowance for this task's disturbances (None without
+        any)."""
+        events = dict(getattr(self, "disturbances", None) or {})
+        if not events:
+            return None
+        from clawgym_ros.perturbations.disturbance import EVENTS
+        from clawgym_ros.synthesis.signoff import DisturbanceExcuse
+
+        return DisturbanceExcuse({self.name: events}, EVENTS)
+
     def semantic_validators(self) -> dict[str, SemanticValidator]:
         """Validators by ``task`` (default) and ``task/template`` (where they differ)."""
+        resume = self.resume_grammar()
         base = SemanticValidator(self.stages, self.grammar, goal_check=self.goal_check(),
-                                 goal_tolerance=self.goal_tolerance)
+                                 goal_tolerance=self.goal_tolerance, resume_grammar=resume)
         out = {self.name: base}
         if self.recovery_grammar:
             out[f"{self.name}/{RECOVERY_KEY}"] = SemanticValidator(
@@ -290,7 +310,7 @@ class Task:
             if stages != self.stages or grammar != self.grammar:
                 out[f"{self.name}/{t.name}"] = SemanticValidator(
                     stages, grammar, goal_check=self.goal_check(),
-                    goal_tolerance=self.goal_tolerance)
+                    goal_tolerance=self.goal_tolerance, resume_grammar=resume)
         return out
 
     def joint_limits(self) -> dict[str, JointLimit]:
@@ -305,7 +325,8 @@ class Task:
     def signoff(self) -> DualSignoff:
         """The dual sign-off of this task (picklable)."""
         return DualSignoff(semantic=self.semantic_validators(),
-                           physical=FeasibilityCheck(self.limits()))
+                           physical=FeasibilityCheck(self.limits(),
+                                                     excuse=self.disturbance_excuse()))
 
     # ------------------------------------------------------------------ expert
     def generate(self, spec: EpisodeSpec) -> EpisodeRecord:

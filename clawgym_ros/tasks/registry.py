@@ -267,18 +267,28 @@ def signoff_for(tasks: Iterable[str]) -> DualSignoff:
     The physical check uses the union of the tasks' joint limits and the largest contact-force
     threshold among them (tasks of one robot share the URDF limits).
     """
-    from clawgym_ros.synthesis.signoff import DualSignoff, FeasibilityCheck, PhysicalLimits
+    from clawgym_ros.perturbations.disturbance import EVENTS
+    from clawgym_ros.synthesis.signoff import (
+        DisturbanceExcuse,
+        DualSignoff,
+        FeasibilityCheck,
+        PhysicalLimits,
+    )
 
     semantic = {}
     joints = {}
+    events = {}
     force = 0.0
     for name in dict.fromkeys(tasks):
         task = get_task(name)
         semantic.update(task.semantic_validators())
         joints.update(task.joint_limits())
         force = max(force, task.max_contact_force)
+        if getattr(task, "disturbances", None):
+            events[task.name] = dict(task.disturbances)
     return DualSignoff(semantic=semantic, physical=FeasibilityCheck(
-        PhysicalLimits(joints=joints, max_contact_force=force or 200.0)))
+        PhysicalLimits(joints=joints, max_contact_force=force or 200.0),
+        excuse=DisturbanceExcuse(events, EVENTS) if events else None))
 
 
 def generate_any(spec: EpisodeSpec) -> EpisodeRecord:
