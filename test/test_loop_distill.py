@@ -216,3 +216,23 @@ def test_a_loop_calibration_missing_from_the_run_directory_is_refused_first(tmp_
         runner.load()
     assert not (tmp_path / "run" / "artifacts").exists() or not any(
         (tmp_path / "run" / "artifacts").rglob("manifest.json"))
+
+
+def test_ablate_copies_the_configs_calibration_into_each_arm(robot_logs, tmp_path):
+    from clawgym_ros.commands.ablate import _calibration, _copy_artifact
+    from clawgym_ros.errors import ConfigError
+
+    out = tmp_path / "ablation"
+    cal, _ = run_calibration(out, CalibrateRequest(
+        bag=str(robot_logs / "a_robot.mcap"), params=("damping_scale",), starts=1))
+    found = _calibration(out, cal.id[:12], Path("loop.yaml"))
+    for arm in ("closed", "open"):
+        _copy_artifact(found, out / "seed0" / arm)
+        # the arm's loop finds the calibration: its runner loads without refusing it
+        runner = LoopRunner(loop_cfg(calibration=cal.id), out / "seed0" / arm,
+                            DistillExecutor())
+        assert runner.load().iteration == 0
+        assert ArtifactStore(out / "seed0" / arm).get(cal.id).file("calibration.json") \
+            .read_bytes() == cal.file("calibration.json").read_bytes()
+    with pytest.raises(ConfigError, match="calibration of --out's run directory"):
+        _calibration(tmp_path / "elsewhere", cal.id, Path("loop.yaml"))

@@ -51,6 +51,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def _calibration(out: Path, ref: str, source: Path):
+    """The config's calibration artifact, from ``--out``'s store (None without one).
+
+    Raises:
+        ConfigError: it is not there.
+    """
+    if not ref:
+        return None
+    from clawgym_ros import constants as C
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.errors import ArtifactError, ConfigError
+
+    try:
+        return ArtifactStore(out).resolve(ref, C.KIND_CALIBRATION)
+    except ArtifactError as err:
+        raise ConfigError("calibration", ref, f"a calibration of --out's run directory {out} "
+                          f"(clawgym calibrate --out {out}): {err}", str(source)) from None
+
+
+def _copy_artifact(artifact, run_dir: Path) -> None:
+    """Commit the same artifact (same files, hence the same id) into ``run_dir``'s store."""
+    from clawgym_ros.artifacts import ArtifactStore
+
+    man = artifact.manifest
+    files = {rel: artifact.file(rel).read_bytes() for rel in man.files}
+    copied = ArtifactStore(run_dir).put_files(man.kind, files, config=man.config,
+                                              seeds=man.seeds, summary=man.summary)
+    if copied.id != artifact.id:
+        from clawgym_ros.errors import ArtifactError
+
+        raise ArtifactError(f"{man.kind} {artifact.id[:12]} copied into {run_dir} as "
+                            f"{copied.id[:12]}: its files changed")
+
+
 def run(args: argparse.Namespace) -> int:
     from clawgym_ros.commands.loop import StatusView, workers_for
     from clawgym_ros.coordinator.ablation import (
@@ -85,11 +119,14 @@ def run(args: argparse.Namespace) -> int:
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     finals: dict[str, dict[int, dict]] = {label: {} for label in labels}
     budgets: dict[str, dict[int, dict]] = {label: {} for label in labels}
+    calibration = _calibration(out, cfg.calibration, path)
     with LoopGraph(out / "logs") as graph:
         graph.start_workers(out, workers_for(cfg))
         for seed in seeds:
             for label, mode in arms:
                 run_dir = out / f"seed{seed}" / label
+                if calibration is not None:     # each arm's simulators run at it
+                    _copy_artifact(calibration, run_dir)
                 with StatusView(f"{cfg.name} seed {seed} {label}") as view:
                     state = graph.run_loop(configs[label], run_dir, view,
                                            iterations=args.iterations, seed=seed, mode=mode)
