@@ -120,6 +120,9 @@ class OmplPlanner(Planner):
         moveit: a loaded MoveIt configuration (default: read ``config.moveit_dir``).
         scene_qpos: full qpos of the scene (object poses, gripper); default: the model's.
         tool_frame: body or site of the tool frame.
+        preload_timing: import toppra now (~2.3 s CPU with its matplotlib and scipy imports)
+            rather than in the first plan; False where plans are rare and processes many
+            (synthesis workers: their experts time joint lines themselves).
     """
 
     name = "ompl"
@@ -131,8 +134,10 @@ class OmplPlanner(Planner):
         moveit: MoveItConfig | None = None,
         scene_qpos: np.ndarray | None = None,
         tool_frame: str = C.FRAME_TOOL,
+        preload_timing: bool = True,
     ) -> None:
-        import toppra  # noqa: F401  (slow first import: pay it here, not in the first plan)
+        if preload_timing:
+            import toppra  # noqa: F401  (slow first import: pay it here, not in the first plan)
         from ompl import util as ou
 
         self.config = config or OmplPlannerConfig()

@@ -80,8 +80,11 @@ def world(env_cls: type[TaskEnv], template: str) -> tuple[TaskEnv, OmplPlanner]:
         for old in procs[:max(0, len(procs) - _MAX_PROC_WORLDS + 1)]:
             _WORLDS.pop(old)[0].close()     # procedural templates rarely repeat: bound them
         env = env_cls(template=template)
+        # toppra is imported by the first OMPL path only (rare: most moves are checked joint
+        # lines): a synthesis worker that never needs it saves its ~2.3 s import
         planner = OmplPlanner(env.backend.model, OmplPlannerConfig(simplify_time=0.02,
-                                                                   default_time_limit=2.0))
+                                                                   default_time_limit=2.0),
+                              preload_timing=False)
         _WORLDS[key] = (env, planner)
     return _WORLDS[key]
 
