@@ -257,6 +257,8 @@ MCAP_METADATA_EPISODE = "clawgym_episode"
 OBS_IMAGE = "image"
 POLICY_MLP = "mlp"
 POLICY_CNN = "cnn"
+#: The task-conditioned mlp of ``clawgym train --sequence`` (union layout + task one-hot).
+POLICY_TASK_MLP = "task_mlp"
 PARAM_GROUP_ENCODER = "encoder"
 PARAM_GROUP_TRUNK = "trunk"
 PARAM_GROUP_HEAD = "head"

@@ -8,6 +8,7 @@ gap to joint training) is opt-in (CLAWGYM_ACCEPTANCE=1), at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -20,7 +21,7 @@ pytest.importorskip("mujoco")
 from clawgym_ros import constants as C  # noqa: E402
 from clawgym_ros.artifacts import ArtifactStore  # noqa: E402
 from clawgym_ros.cli import main  # noqa: E402
-from clawgym_ros.errors import ConfigError  # noqa: E402
+from clawgym_ros.errors import CheckpointError, ClawgymError, ConfigError  # noqa: E402
 from clawgym_ros.training import sequence as S  # noqa: E402
 
 TASKS = ("pick_place", "peg_insert", "pill_handover")
@@ -215,6 +216,175 @@ def test_sequence_config_checks():
         S.SequenceConfig(tasks=("pick_place",), rehearsal_share=1.0)
     cfg = S.SequenceConfig(tasks="pick_place, peg_insert", methods="naive,joint")
     assert cfg.tasks == ("pick_place", "peg_insert") and cfg.methods == ("naive", "joint")
+
+
+# --- evaluating a sequence checkpoint (clawgym eval) ----------------------------------------
+EVAL_SUITE = """name: two_tasks
+seed: 0
+episodes_per_cell: 2
+max_steps: 25
+tasks:
+  - task: pick_place
+    templates: [cube]
+  - task: peg_insert
+    templates: [round_peg]
+cells:
+  nominal: true
+"""
+
+
+@pytest.fixture(scope="module")
+def seq2(run3):
+    """A two-task sequence checkpoint (naive, pick_place then peg_insert, a few steps) and its
+    run: (folder, final checkpoint id, the sequence run's state)."""
+    root, ids = run3
+    cfg = S.SequenceConfig(tasks=TASKS[:2], steps=4, seed=3, methods=(S.METHOD_NAIVE,),
+                           batch_size=16, hidden=(32, 32), eval_episodes=2, max_steps=25,
+                           val_samples=64)
+    result = S.run_sequence(str(root), cfg, ids[:2])
+    run = S._Run(ArtifactStore(root), cfg, ids[:2], lambda _line: None)
+    return root, result.checkpoints[S.METHOD_NAIVE][-1], run, result.report
+
+
+def _own_records(run, model, specs, options, task=None):
+    """Records of the sequence run's own evaluation policy (TaskPolicy bound to the spec's
+    task, or to ``task`` whatever the evaluator tells it)."""
+    from clawgym_ros.evaluation.rollout import Runner
+
+    out = []
+    for spec in specs:
+        policy = S.TaskPolicy(model, run.layout, task or spec.task, run.action_spec)
+        if task is not None:
+            policy.set_task = lambda _task: None       # deaf to the evaluator: stays on task
+        runner = Runner(policy, options)
+        try:
+            out.append(runner.run(spec))
+        finally:
+            runner.close()
+    return out
+
+
+def test_sequence_checkpoint_runs_in_the_evaluator_with_each_episodes_task(seq2):
+    """The evaluator tells a task-conditioned checkpoint each episode's task (set_task): the
+    episodes equal the sequence run's own evaluation (same seeds), record for record."""
+    from clawgym_ros.evaluation.rollout import POLICY_CHECKPOINT, PolicySource, RolloutOptions
+    from clawgym_ros.evaluation.workers import run_specs
+    from clawgym_ros.training.checkpoint import load_checkpoint
+
+    root, cid, run, report = seq2
+    source = PolicySource(POLICY_CHECKPOINT, cid, str(root))
+    assert source.tasks() == TASKS[:2]
+    loaded = source.load()
+    assert isinstance(loaded, S.TaskPolicy) and loaded.task is None
+    model = load_checkpoint(ArtifactStore(root), cid).build_model()
+    options = RolloutOptions(world="task", max_steps=25, failure_states=False)
+    # the two tasks' held-out episodes of the sequence run, interleaved: the task changes
+    # from one episode to the next
+    specs = [s for pair in zip(run.episodes(TASKS[0]), run.episodes(TASKS[1])) for s in pair]
+    specs = [dataclasses.replace(s, index=i) for i, s in enumerate(specs)]
+    got = run_specs(source, specs, 1, options)
+    own = _own_records(run, model, specs, options)
+    assert [r.to_dict() for r in got] == [r.to_dict() for r in own]
+    flags = report["methods"][S.METHOD_NAIVE]["stages"][-1]["episodes"]
+    assert [int(r.success) for r in got] == [v for pair in zip(flags[TASKS[0]], flags[TASKS[1]])
+                                             for v in pair]
+    # the one-hot matters: the same episodes acted as the other task differ
+    wrong = _own_records(run, model, specs[:2], options, task=TASKS[1])
+    assert wrong[0].to_dict()["series"] != got[0].to_dict()["series"]
+
+
+def test_clawgym_eval_of_a_sequence_checkpoint(seq2, tmp_path, capsys):
+    """`clawgym eval --checkpoint` on a suite of two of its tasks: the report's episodes are
+    those of TaskPolicy on each episode's task; a task it was not trained on: one line, exit
+    2, no report (in_process and ros)."""
+    from clawgym_ros.evaluation.config import EvalConfig
+    from clawgym_ros.evaluation.rollout import RolloutOptions
+    from clawgym_ros.evaluation.suites import expand, load_suite
+    from clawgym_ros.report.build import episode_record
+    from clawgym_ros.training.checkpoint import load_checkpoint
+
+    root, cid, run, _ = seq2
+    suite = tmp_path / "two_tasks.yaml"
+    suite.write_text(EVAL_SUITE)
+    reports = _artifacts(root, C.KIND_REPORT)
+    assert main(["eval", "--checkpoint", cid[:12], "--suite", str(suite), "--seed", "5",
+                 "--out", str(root), "--workers", "1"]) == 0
+    report_id = capsys.readouterr().out.strip().splitlines()[0]
+    report = json.loads(ArtifactStore(root).get(report_id).file(C.FILE_REPORT_JSON).read_text())
+    specs = expand(load_suite(suite), 5)
+    assert [e["task"] for e in report["per_episode"]] == [s.task for s in specs]
+    assert set(s.task for s in specs) == set(TASKS[:2])
+    model = load_checkpoint(ArtifactStore(root), cid).build_model()
+    own = _own_records(run, model, specs, RolloutOptions(max_steps=25))
+    cfg = EvalConfig(suite=str(suite), seed=5, workers=1, checkpoint_id=cid[:12])
+    assert report["per_episode"] == json.loads(json.dumps(
+        [episode_record(r, cfg) for r in own]))
+    reports = _artifacts(root, C.KIND_REPORT)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(EVAL_SUITE.replace("peg_insert", "pill_handover").replace(
+        "round_peg", "pill_box").replace("two_tasks", "bad"))
+    for mode in ("in_process", "ros"):
+        code = main(["eval", "--checkpoint", cid[:12], "--suite", str(bad), "--seed", "5",
+                     "--out", str(root), "--workers", "1", "--mode", mode])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1, err
+        assert "suite bad: task='pill_handover' is invalid; allowed: one of the tasks " \
+            f"checkpoint {cid[:12]} was trained on: pick_place, peg_insert" in err
+    assert _artifacts(root, C.KIND_REPORT) == reports
+
+
+def test_task_policy_refuses_an_unknown_task_and_acting_without_one(seq2):
+    from clawgym_ros.evaluation.protocol import start_episode
+    from clawgym_ros.evaluation.rollout import POLICY_CHECKPOINT, PolicySource
+
+    root, cid, _, _ = seq2
+    policy = PolicySource(POLICY_CHECKPOINT, cid, str(root)).load()
+    with pytest.raises(ClawgymError, match="needs its task"):
+        policy.act({})
+    with pytest.raises(ConfigError, match="task='gps_nav' is invalid; allowed: one of the "
+                       "tasks this checkpoint was trained on: pick_place, peg_insert"):
+        start_episode(policy, "gps_nav")
+    start_episode(policy, "peg_insert")
+    layout = policy.layout
+    assert policy.task == "peg_insert" and policy.obs_spec == dict(layout.task_keys[1])
+    # the layout as config.json records it (sorted keys) reads back as the same layout
+    assert S.UnionLayout.from_json(json.loads(json.dumps(layout.to_json(), sort_keys=True))) \
+        == layout
+    with pytest.raises(CheckpointError, match="malformed union layout"):
+        S.UnionLayout.from_json({**layout.to_json(), "tasks": ["pick_place"]})
+
+
+@pytest.mark.ros
+def test_sequence_checkpoint_through_ros_matches_in_process(seq2, tmp_path, capsys):
+    """`clawgym eval --mode ros` of a sequence checkpoint in one task world (policy_node is
+    told the task: peg_insert, the second one-hot): the same records as in_process. Several
+    tasks over ROS: one line, exit 2, before any node starts."""
+    pytest.importorskip("rclpy")
+    root, cid, _, _ = seq2
+    suite = tmp_path / "peg.yaml"
+    suite.write_text("name: peg\nseed: 0\nepisodes_per_cell: 2\nmax_steps: 25\ntasks:\n"
+                     "  - task: peg_insert\n    templates: [round_peg]\n"
+                     "cells:\n  nominal: true\n")
+    reports = {}
+    for mode in ("ros", "in_process"):
+        assert main(["eval", "--checkpoint", cid[:12], "--suite", str(suite), "--seed", "7",
+                     "--out", str(root), "--mode", mode, "--workers", "1", "--world",
+                     "task"]) == 0
+        path = next(line for line in capsys.readouterr().out.splitlines()
+                    if line.startswith("json: "))[len("json: "):]
+        reports[mode] = json.loads(open(path).read())["per_episode"]
+    assert len(reports["ros"]) == 2 and {e["task"] for e in reports["ros"]} == {"peg_insert"}
+    for a, b in zip(reports["ros"], reports["in_process"], strict=True):
+        assert a == {k: v for k, v in b.items() if k != "failure_states"}
+    assert all(e["metrics"]["jerk_rms"] > 0 for e in reports["ros"])
+    both = tmp_path / "both.yaml"
+    both.write_text(EVAL_SUITE)
+    reports_before = _artifacts(root, C.KIND_REPORT)
+    code = main(["eval", "--checkpoint", cid[:12], "--suite", str(both), "--seed", "7",
+                 "--out", str(root), "--mode", "ros", "--workers", "1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "one task per --mode ros" in err, err
+    assert _artifacts(root, C.KIND_REPORT) == reports_before
 
 
 # --- measured run (opt-in) -------------------------------------------------------------------

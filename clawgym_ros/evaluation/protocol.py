@@ -25,6 +25,28 @@ class Policy(Protocol):
         """Return the next action for ``obs``."""
 
 
+def start_episode(policy: Any, task: str) -> None:
+    """Start an episode of ``task``: tell the policy which task it is, then ``reset()`` it.
+
+    A policy that serves several tasks (a task-conditioned checkpoint of ``clawgym train
+    --sequence``) may say so with a ``set_task(task)`` method; it is called before every
+    episode and raises :class:`~clawgym_ros.errors.ConfigError` for a task it does not serve.
+    Policies without the method are only reset.
+    """
+    set_task = getattr(policy, "set_task", None)
+    if callable(set_task):
+        set_task(task)
+    policy.reset()
+
+
+def policy_tasks(policy: Any) -> tuple[str, ...] | None:
+    """The tasks a policy serves when it declares them (``tasks``, with ``set_task``), else
+    None: any task whose observation it can read."""
+    tasks = getattr(policy, "tasks", None)
+    return tuple(tasks) if tasks is not None and callable(getattr(policy, "set_task", None)) \
+        else None
+
+
 def open_loop_steps(policy: Any) -> int:
     """How many further ``act`` calls of ``policy`` will not read their observation.
 

@@ -37,7 +37,7 @@ from clawgym_ros import constants as C
 from clawgym_ros.config import check_choice, check_int, check_range
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.evaluation.observation import ObservationAssembler
-from clawgym_ros.evaluation.protocol import Policy
+from clawgym_ros.evaluation.protocol import Policy, start_episode
 from clawgym_ros.evaluation.records import EpisodeResult, EpisodeSeries, SkillCall
 from clawgym_ros.evaluation.suites import EpisodeSpec
 
@@ -145,6 +145,49 @@ class PolicySource:
         # Workers share few cores: one torch thread each (see docs/notes/training.md).
         torch.set_num_threads(1)
         return load_policy(ArtifactStore(self.run_dir), self.ref)
+
+    def tasks(self) -> tuple[str, ...] | None:
+        """The tasks a task-conditioned checkpoint (``clawgym train --sequence``) was trained
+        on, from the layout its config.json records (read without torch); None for any other
+        policy, and for a checkpoint that cannot be read (loading it says why)."""
+        if self.kind != POLICY_CHECKPOINT:
+            return None
+        import json
+
+        from clawgym_ros.artifacts import ArtifactStore
+        from clawgym_ros.errors import ClawgymError
+
+        try:
+            artifact = ArtifactStore(self.run_dir).resolve(self.ref, C.KIND_CHECKPOINT)
+            step = (artifact.path / C.FILE_LAST).read_text().strip()
+            if not step.isdigit():
+                return None
+            meta = json.loads((artifact.path / step / C.FILE_CHECKPOINT_CONFIG).read_text(
+                encoding="utf-8"))
+            tasks = meta["layout"]["tasks"] if meta["policy_spec"]["type"] == C.POLICY_TASK_MLP \
+                else None
+        except (ClawgymError, OSError, ValueError, KeyError, TypeError):
+            return None
+        return tuple(str(t) for t in tasks) if isinstance(tasks, list) else None
+
+    def check_tasks(self, tasks: Sequence[str], source: str) -> None:
+        """Refuse tasks a task-conditioned checkpoint was not trained on (before anything
+        runs or is written).
+
+        Args:
+            tasks: the tasks of the episodes to run.
+            source: where they come from, for the message (e.g. ``suite nominal``).
+
+        Raises:
+            ConfigError: naming the first such task and the checkpoint's tasks.
+        """
+        served = self.tasks()
+        if served is None:
+            return
+        for task in tasks:
+            if task not in served:
+                raise ConfigError("task", task, f"one of the tasks checkpoint {self.ref[:12]} "
+                                  f"was trained on: {', '.join(served)}", source)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -436,7 +479,8 @@ class Runner:
     """Runs episodes of one policy in this process, caching one env per (env id, world).
 
     Args:
-        policy: the policy (reset before every episode).
+        policy: the policy (told each episode's task when it takes one, and reset, before
+            every episode: :func:`~clawgym_ros.evaluation.protocol.start_episode`).
         options: rollout options.
         record_actions: keep the last episode's actions in :attr:`actions` (benchmark replay).
     """
@@ -493,7 +537,7 @@ class Runner:
         env = wrap(base, perturbations) if perturbations else base
         t_start = time.perf_counter()
         obs, info = env.reset(seed=spec.seed)
-        self.policy.reset()
+        start_episode(self.policy, spec.task)
         tracker = None
         if world == WORLD_SCENE:
             if scene_of(spec.task) != C.SCENE_TABLETOP:

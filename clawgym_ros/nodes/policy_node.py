@@ -25,7 +25,9 @@ The actions are exactly those of the step-by-step in-process run.
 
 A policy that observes a key the topics of its world cannot give (a checkpoint trained with
 ``place_goal`` while ``task`` is not pick_place, an image network without ``image_key``) is
-refused at start: exit 2 with one line naming the key.
+refused at start: exit 2 with one line naming the key. A task-conditioned checkpoint
+(``clawgym train --sequence``) is told its task from ``task``: exactly one task world, one it
+was trained on (else exit 2, one line).
 
 Run: ``policy_node --ros-args -p policy:=scripted:pick_place -r joint_states:=joint_states_raw``
 """
@@ -46,7 +48,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from clawgym_interfaces.msg import GripperCommand, TaskState
 from clawgym_ros import constants as C
-from clawgym_ros.errors import ClawgymError
+from clawgym_ros.errors import ClawgymError, ConfigError
 from clawgym_ros.evaluation.observation import (
     ObservationAssembler,
     arm_command,
@@ -55,7 +57,7 @@ from clawgym_ros.evaluation.observation import (
     odom_vector,
     trajectory_points,
 )
-from clawgym_ros.evaluation.protocol import act_chunk
+from clawgym_ros.evaluation.protocol import act_chunk, policy_tasks
 from clawgym_ros.evaluation.rollout import PolicySource
 from clawgym_ros.evaluation.ros_mode import (
     POLICY_LOCKSTEP,
@@ -106,6 +108,14 @@ class PolicyNode(Node):
             raise ClawgymError("policy_node: parameter policy is empty; give a checkpoint id "
                                "or scripted:<task>")
         self.policy = PolicySource.parse(cfg.policy, cfg.run_dir).load()
+        served = policy_tasks(self.policy)
+        if served is not None:
+            # A task-conditioned checkpoint (train --sequence) acts for the one task world it
+            # is told here; ~/reset keeps it.
+            if len(cfg.tasks) != 1:
+                raise ConfigError("task", cfg.task, "one task world for a task-conditioned "
+                                  "checkpoint (one of " + ", ".join(served) + ")")
+            self.policy.set_task(cfg.tasks[0])
         task_keys = policy_task_keys(self.policy, cfg.policy, cfg.scene, cfg.tasks,
                                      cfg.image_key)
         self.assembler = ObservationAssembler(cfg.scene, cfg.image_key, task_keys=task_keys,

@@ -64,6 +64,9 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
     if suite.max_steps and not options.max_steps:
         options = dataclasses.replace(options, max_steps=suite.max_steps)
     specs = expand(suite, cfg.seed)
+    # A task-conditioned checkpoint (train --sequence) knows its tasks: another is refused here,
+    # before a worker starts or anything is written.
+    source.check_tasks([s.task for s in specs], f"suite {suite.name}")
     if cfg.mode == C.EVAL_MODES[0]:
         from clawgym_ros.evaluation.workers import run_specs
 
@@ -79,6 +82,8 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
                 raise ConfigError("suite", cfg.suite, f"cells with families that run over ROS "
                                   f"({', '.join(ros_families())}) for --mode ros; {missing[0]} "
                                   "runs in_process only")
+        if source.tasks() is not None:
+            _check_ros_task_policy(specs, cfg.suite, options.world)
         from clawgym_ros.ros_io.eval_graph import run_ros_graph
 
         # sim_node loads each episode's task world (or the bare scene), as in-process.
@@ -102,3 +107,22 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
     report = json.loads(json_path.read_text(encoding="utf-8"))
     return EvalOutcome(artifact.id, json_path, artifact.file(C.FILE_REPORT_HTML), report,
                        len(results), sum(r.success for r in results))
+
+
+def _check_ros_task_policy(specs: list[Any], suite: str, world: str) -> None:
+    """A task-conditioned checkpoint over ROS: policy_node is told its task by the task world
+    it runs with, one per evaluation.
+
+    Raises:
+        ConfigError: a suite of several tasks, or the bare scene world.
+    """
+    from clawgym_ros.evaluation.rollout import WORLD_TASK, resolve_world
+
+    tasks = list(dict.fromkeys(s.task for s in specs))
+    if len(tasks) > 1:
+        raise ConfigError("suite", suite, "one task per --mode ros evaluation of a "
+                          f"task-conditioned checkpoint (this one has {', '.join(tasks)}); "
+                          "--mode in_process runs several")
+    if tasks and resolve_world(tasks[0], world) != WORLD_TASK:
+        raise ConfigError("world", world, "'task' or 'auto' for a task-conditioned checkpoint "
+                          "(policy_node is told its task by the task world)")

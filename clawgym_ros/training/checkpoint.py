@@ -25,7 +25,7 @@ import json
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -34,6 +34,9 @@ from clawgym_ros import constants as C
 from clawgym_ros.artifacts import Artifact, ArtifactStore, atomic_write_text
 from clawgym_ros.errors import ArtifactError, CheckpointError, ConfigError
 from clawgym_ros.training.policies import PolicyModel, PolicySpec, TorchPolicy, build_policy
+
+if TYPE_CHECKING:
+    from clawgym_ros.training.task_policy import TaskPolicy
 
 CHECKPOINT_FORMAT = 1
 STEP_FILES = (C.FILE_MODEL, C.FILE_CHECKPOINT_CONFIG, C.FILE_TRAINING_STATE,
@@ -291,12 +294,19 @@ def load_checkpoint(store: ArtifactStore, ref: str, *,
 def load_policy(store: ArtifactStore, ref: str, *,
                 expected_obs_spec: Mapping[str, int] | None = None,
                 expected_action_spec: Mapping[str, int] | None = None,
-                image_key: str = C.OBS_IMAGE) -> TorchPolicy:
-    """A checkpoint as a ready-to-run :class:`TorchPolicy` (the evaluator's entry point).
+                image_key: str = C.OBS_IMAGE) -> TorchPolicy | TaskPolicy:
+    """A checkpoint as a ready-to-run policy (the evaluator's entry point): a
+    :class:`TorchPolicy`, or for a task-conditioned checkpoint of ``clawgym train --sequence``
+    a :class:`~clawgym_ros.training.task_policy.TaskPolicy` that the evaluator tells each
+    episode's task (``set_task``).
 
     Raises:
         CheckpointError: see :func:`load_checkpoint`.
     """
     ckpt = load_checkpoint(store, ref, expected_obs_spec=expected_obs_spec,
                            expected_action_spec=expected_action_spec)
+    if ckpt.spec.type == C.POLICY_TASK_MLP:
+        from clawgym_ros.training.task_policy import load_task_policy
+
+        return load_task_policy(ckpt)
     return TorchPolicy(ckpt.build_model(), ckpt.obs_spec, ckpt.action_spec, image_key)

@@ -24,7 +24,9 @@ step sees a later task's data), so a padded column normalizes to 0 and a task's 
 their scale whatever the other tasks hold. One shared head rather than per-task heads: the
 action layout is the same for all tasks, so the same output units mean the same joints, and
 consolidation has to work on the whole network (with per-task heads forgetting would hide in
-the shared trunk anyway, and the head would be the freezing choice made by hand).
+the shared trunk anyway, and the head would be the freezing choice made by hand). The layout,
+the network and its evaluation wrapper live in :mod:`clawgym_ros.training.task_policy` (so
+``clawgym eval --checkpoint`` loads a stage checkpoint without this module).
 
 Metrics (per method): success of every task after every stage on held-out seeds (the in-process
 evaluator, :class:`~clawgym_ros.evaluation.rollout.Runner`, nominal cell), with Wilson
@@ -48,7 +50,6 @@ import json
 import math
 import shutil
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -59,30 +60,26 @@ from clawgym_ros import constants as C
 from clawgym_ros.artifacts import Artifact, ArtifactStore
 from clawgym_ros.config import check_choice, check_int, check_range
 from clawgym_ros.dataset.table import TrainingTable
-from clawgym_ros.errors import ClawgymError, ConfigError
+from clawgym_ros.errors import ConfigError
 from clawgym_ros.evaluation.stats import wilson, z_value
 from clawgym_ros.training import checkpoint as ckpt
 from clawgym_ros.training.bc import deterministic, relative_parts
 from clawgym_ros.training.config import DEFAULT_BATCH_SIZE, DEFAULT_FEATURES, DEFAULT_LR
 from clawgym_ros.training.data import TableSampler
-from clawgym_ros.training.policies import (
-    FEATURES,
-    MLPPolicy,
-    PolicySpec,
-    TensorBatch,
-    build_policy,
-    unflatten_action,
+from clawgym_ros.training.policies import FEATURES, PolicySpec, TensorBatch, build_policy
+from clawgym_ros.training.task_policy import (  # noqa: F401  (the sequence's public names)
+    OBS_TASK,
+    POLICY_TASK_MLP,
+    TaskConditionedMLP,
+    TaskPolicy,
+    UnionLayout,
+    load_task_policy,
 )
-from clawgym_ros.training.registry import register_policy
 
 METHOD_NAIVE = "naive"
 METHOD_CONSOLIDATED = "consolidated"
 METHOD_JOINT = "joint"
 METHODS: tuple[str, ...] = (METHOD_NAIVE, METHOD_CONSOLIDATED, METHOD_JOINT)
-#: Policy type of the task-conditioned network.
-POLICY_TASK_MLP = "task_mlp"
-#: Observation key of the task one-hot (last key of the union layout).
-OBS_TASK = "task"
 #: File of the sequence report artifact (kind ``report``).
 FILE_SEQUENCE_REPORT = "sequence.json"
 #: Seed key of the evaluation episodes (far from the synthesis seeds' derivations).
@@ -205,115 +202,6 @@ def check_tasks(tasks: Sequence[str], field: str = "sequence") -> tuple[str, ...
     return tasks
 
 
-# ---------------------------------------------------------------------------------------------
-# Union layout
-# ---------------------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class UnionLayout:
-    """The declared observation layout of a task sequence.
-
-    Attributes:
-        tasks: the sequence.
-        keys: ordered (key, width) of the union (largest width of each key), task one-hot last.
-        task_keys: per task, the (key, width) pairs its observations have.
-    """
-
-    tasks: tuple[str, ...]
-    keys: tuple[tuple[str, int], ...]
-    task_keys: tuple[tuple[tuple[str, int], ...], ...]
-
-    @classmethod
-    def build(cls, tasks: Sequence[str], specs: Sequence[Mapping[str, int]]) -> UnionLayout:
-        widths: dict[str, int] = {}
-        for spec in specs:
-            for key, width in spec.items():
-                widths[key] = max(widths.get(key, 0), int(width))
-        if OBS_TASK in widths:
-            raise ClawgymError(f"observation key {OBS_TASK!r} is reserved for the task one-hot")
-        widths[OBS_TASK] = len(tasks)
-        return cls(tuple(tasks), tuple(widths.items()),
-                   tuple(tuple((k, int(w)) for k, w in s.items()) for s in specs))
-
-    @property
-    def spec(self) -> dict[str, int]:
-        return dict(self.keys)
-
-    @property
-    def dim(self) -> int:
-        return sum(w for _, w in self.keys)
-
-    def columns(self, t: int) -> np.ndarray:
-        """Union columns of task ``t``'s observation vector (in its table's order)."""
-        at = dict(zip(self.spec, np.cumsum([0, *self.spec.values()])[:-1].tolist()))
-        return np.concatenate([np.arange(at[k], at[k] + w) for k, w in self.task_keys[t]]
-                              ).astype(np.int64)
-
-    def to_union(self, obs: np.ndarray, t: int, cols: np.ndarray | None = None) -> np.ndarray:
-        """Task ``t``'s observation rows (B, its width) -> union rows with its one-hot."""
-        cols = self.columns(t) if cols is None else cols
-        out = np.zeros((obs.shape[0], self.dim), dtype=np.float32)
-        out[:, cols] = obs
-        out[:, self.dim - len(self.tasks) + t] = 1.0
-        return out
-
-    def to_json(self) -> dict[str, Any]:
-        return {"tasks": list(self.tasks), "keys": [[k, w] for k, w in self.keys],
-                "task_keys": {t: [[k, w] for k, w in keys]
-                              for t, keys in zip(self.tasks, self.task_keys)}}
-
-
-# ---------------------------------------------------------------------------------------------
-# The task-conditioned policy
-# ---------------------------------------------------------------------------------------------
-@register_policy(POLICY_TASK_MLP)
-class TaskConditionedMLP(MLPPolicy):
-    """The ``mlp`` network on the union layout (task one-hot included), with per-task
-    normalization: rows of ``task_obs_mean``/``task_obs_std``/``task_action_mean``/
-    ``task_action_std`` (buffers, saved with the weights), chosen by the one-hot.
-
-    Parameter groups are the ``mlp``'s (encoder, trunk, head); consolidation works per layer
-    (:func:`layer_groups`).
-    """
-
-    def __init__(self, spec: PolicySpec, stats: Mapping[str, np.ndarray] | None = None,
-                 options: Any = None):
-        super().__init__(spec, stats, options)
-        layout = dict(spec.obs_layout)
-        if OBS_TASK not in layout:
-            raise ClawgymError(f"a {POLICY_TASK_MLP} policy needs the {OBS_TASK!r} key")
-        self.num_tasks = int(layout[OBS_TASK])
-        self.task_at = spec.obs_dim - self.num_tasks
-        n, d, a = self.num_tasks, spec.input_dim, spec.act_dim
-        self.register_buffer("task_obs_mean", torch.zeros(n, d))
-        self.register_buffer("task_obs_std", torch.ones(n, d))
-        self.register_buffer("task_action_mean", torch.zeros(n, a))
-        self.register_buffer("task_action_std", torch.ones(n, a))
-
-    def set_task_stats(self, t: int, stats: Mapping[str, np.ndarray]) -> None:
-        """Fill task ``t``'s normalization row (obs over the whole network input)."""
-        with torch.no_grad():
-            for name in ("obs_mean", "obs_std", "action_mean", "action_std"):
-                getattr(self, f"task_{name}")[t] = torch.as_tensor(
-                    np.asarray(stats[name], np.float32))
-
-    def task_index(self, obs: torch.Tensor) -> torch.Tensor:
-        """Task index of each raw observation row (argmax of its one-hot)."""
-        return obs[:, self.task_at:self.task_at + self.num_tasks].argmax(dim=1)
-
-    def normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
-        t = self.task_index(obs)
-        return (self.featurizer(obs) - self.task_obs_mean[t]) / self.task_obs_std[t]
-
-    def normalize_task_action(self, action: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        return (action - self.task_action_mean[t][:, None]) / self.task_action_std[t][:, None]
-
-    def act(self, state: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
-        t = self.task_index(state)
-        pred = self(self.normalize_obs(state), image)
-        raw = pred * self.task_action_std[t][:, None] + self.task_action_mean[t][:, None]
-        return self.from_relative(raw, state)
-
-
 def layer_groups(policy: torch.nn.Module) -> dict[str, list[tuple[str, torch.nn.Parameter]]]:
     """Trainable layers as parameter groups: ``encoder.0``, ``trunk.0``, ..., ``head``
     (weight and bias of one Linear together), in network order."""
@@ -321,42 +209,6 @@ def layer_groups(policy: torch.nn.Module) -> dict[str, list[tuple[str, torch.nn.
     for name, param in policy.named_parameters():
         groups.setdefault(name.rsplit(".", 1)[0], []).append((name, param))
     return groups
-
-
-class TaskPolicy:
-    """A task-conditioned network behind the evaluator's Policy protocol for one task: builds
-    the union vector (keys the task lacks are zeros) and appends the task's one-hot."""
-
-    def __init__(self, model: TaskConditionedMLP, layout: UnionLayout, task: str,
-                 action_spec: Mapping[str, int]):
-        self.model = model.eval()
-        self.layout = layout
-        self.t = layout.tasks.index(task)
-        self.keys = layout.task_keys[self.t]
-        self.cols = layout.columns(self.t)
-        self.action_spec = dict(action_spec)
-        self._queue: deque[np.ndarray] = deque()
-
-    def reset(self) -> None:
-        self._queue.clear()
-
-    def act(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        if not self._queue:
-            parts = []
-            for key, width in self.keys:
-                if key not in obs:
-                    raise ClawgymError(f"observation lacks key {key!r} of task "
-                                       f"{self.layout.tasks[self.t]}")
-                value = np.asarray(obs[key], dtype=np.float32).reshape(-1)
-                if value.size != width:
-                    raise ClawgymError(f"observation {key!r} has {value.size} values, "
-                                       f"expected {width}")
-                parts.append(value)
-            vec = self.layout.to_union(np.concatenate(parts)[None], self.t, self.cols)
-            with torch.inference_mode():
-                chunk = self.model.act(torch.from_numpy(vec))[0]
-            self._queue.extend(chunk.numpy().astype(np.float64))
-        return unflatten_action(self._queue.popleft(), self.action_spec)
 
 
 # ---------------------------------------------------------------------------------------------
