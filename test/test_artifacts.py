@@ -182,3 +182,24 @@ def test_stale_staging_cleanup_keeps_live_foreign_and_young_entries(store, tmp_p
         ArtifactStore(store.run_dir)
     finally:
         os.chmod(root, 0o700)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+def test_atomic_files_and_artifact_folders_get_the_umask_mode(tmp_path, mask):
+    """As open()/mkdir() would create them (tempfile's 0600 / 0700 would leave a team's run
+    directory unreadable to everyone but its writer)."""
+    import os
+    import stat
+
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.artifacts.atomic import atomic_write_json
+
+    old = os.umask(mask)
+    try:
+        path = atomic_write_json(tmp_path / "loop" / "state.json", {"a": 1})
+        art = ArtifactStore(tmp_path / "run").put_files("config", {"x.json": b"{}"})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+    assert stat.S_IMODE(art.path.stat().st_mode) == 0o777 & ~mask
+    assert stat.S_IMODE(art.file("x.json").stat().st_mode) == 0o666 & ~mask

@@ -13,8 +13,29 @@ from pathlib import Path
 from typing import Any
 
 
+def process_umask() -> int:
+    """This process's file-creation mask (read from /proc: setting it to read it back would
+    race with file creation in other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def default_mode(directory: bool = False) -> int:
+    """The mode ``open()`` / ``mkdir()`` would give a new file or folder (0o644 / 0o755 under
+    the usual umask 022). ``tempfile`` creates 0o600 files and 0o700 folders: renamed into
+    place, they would leave artifacts and loop files unreadable to the rest of a team."""
+    return (0o777 if directory else 0o666) & ~process_umask()
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Atomically replace ``path`` with ``data``.
+    """Atomically replace ``path`` with ``data`` (mode as ``open()`` would create it).
 
     Returns:
         The path written.
@@ -23,6 +44,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, default_mode())
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from clawgym_ros import constants as C
-from clawgym_ros.artifacts.atomic import fsync_dir
+from clawgym_ros.artifacts.atomic import default_mode, fsync_dir
 from clawgym_ros.artifacts.provenance import git_commit, package_versions
 from clawgym_ros.config import to_dict
 from clawgym_ros.errors import ArtifactError
@@ -295,6 +295,7 @@ class ArtifactStore:
         pid = os.getpid()
         path = Path(tempfile.mkdtemp(prefix=f"{kind}-w{_HOST}-{pid}-{_start_time(pid)}-",
                                      dir=staging_root))
+        path.chmod(default_mode(directory=True))     # the artifact folder, once renamed
         staging = Staging(self, kind, path)
         try:
             yield staging

@@ -27,6 +27,7 @@ import numpy as np
 
 from clawgym_ros import constants as C
 from clawgym_ros.artifacts import ArtifactStore
+from clawgym_ros.artifacts.atomic import default_mode
 from clawgym_ros.dataset.episode_mcap import read_episode, read_episode_vectors
 from clawgym_ros.dataset.reader import Dataset, open_dataset
 from clawgym_ros.dataset.table import (
@@ -84,6 +85,7 @@ def training_table(store: ArtifactStore, dataset_ids: Sequence[str],
                 return table
     base.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}-", dir=base))
+    tmp.chmod(default_mode(directory=True))
     try:
         _build(datasets, ids, tmp)
         try:
