@@ -81,18 +81,21 @@ def test_lockstep_disturbance_cells_match_in_process(tmp_path):
     from clawgym_ros.evaluation.workers import run_specs
     from clawgym_ros.ros_io.eval_graph import run_ros_graph
 
-    # Seeds 0 and 1 of this suite draw every event; 0 has recoveries within 220 steps.
-    specs = [s for seed in (1, 0) for s in expand(_suite(), seed) if s.families]
-    specs += [s for s in expand(_suite(), 0) if not s.families][:1]
+    # Seed 1 of this suite draws goal_move, arm_push (never fired) and arm_push, seed 0
+    # object_displace and object_drop, both regained within 200 steps.
+    one, zero = (expand(_suite(), seed) for seed in (1, 0))
+    specs = [*[s for s in one if s.families], *[s for s in zero if s.families][0:3:2],
+             next(s for s in zero if not s.families)]
     specs = [dataclasses.replace(s, index=i) for i, s in enumerate(specs)]
-    ros = run_ros_graph(specs, POLICY, "", 220, log_dir=tmp_path / "logs", world="task")
+    ros = run_ros_graph(specs, POLICY, "", 200, log_dir=tmp_path / "logs", world="task")
     local = run_specs(PolicySource.parse(POLICY), specs, 1,
-                      RolloutOptions(world="task", max_steps=220))
+                      RolloutOptions(world="task", max_steps=200))
     for a, b in zip(ros, local, strict=True):
         assert a.to_dict() == b.to_dict(), (a.index, a.recovery, b.recovery)
     events = {r.recovery["event"] for r in ros if r.recovery and r.recovery["disturbed"]}
     assert events == {"object_drop", "object_displace", "goal_move", "arm_push"}
-    assert any(r.recovery and r.recovery.get("steps_to_recover") for r in ros)
+    assert sum(bool(r.recovery and r.recovery.get("steps_to_recover")) for r in ros) >= 2
+    assert any(r.recovery and not r.recovery["disturbed"] for r in ros)
     assert ros[-1].recovery is None and "disturbance.fired_step" not in ros[-1].perturbation
 
 
@@ -116,8 +119,9 @@ def test_ros_mode_refuses_disturbances_outside_a_task_world_and_free_running(tmp
 
 def test_lockstep_gps_outage_on_gps_nav_matches_in_process(tmp_path):
     """gps_nav's mid-route GPS outage through ROS: sim_node holds the published fix as the
-    in-process wrapper holds the observed one; the scripted navigator's episode (outage,
-    next waypoint reached) is the same record."""
+    in-process wrapper holds the observed one; the scripted navigator's episode into the
+    outage (fired at step 422, still on at the end) is the same record (it is not when
+    sim_node publishes the true fix)."""
     pytest.importorskip("rclpy")
     from clawgym_ros.evaluation.rollout import PolicySource, RolloutOptions
     from clawgym_ros.evaluation.suites import EpisodeSpec
@@ -129,11 +133,11 @@ def test_lockstep_gps_outage_on_gps_nav_matches_in_process(tmp_path):
                          family="disturbance", families=("disturbance",), intensity=1.0,
                          schedule="constant", seed=0, perturbation_seed=11,
                          event="gps_outage")]
-    ros = run_ros_graph(specs, policy, "", 900, log_dir=tmp_path / "logs", world="task")
+    ros = run_ros_graph(specs, policy, "", 560, log_dir=tmp_path / "logs", world="task")
     local = run_specs(PolicySource.parse(policy), specs, 1,
-                      RolloutOptions(world="task", max_steps=900))
+                      RolloutOptions(world="task", max_steps=560))
     assert ros[0].to_dict() == local[0].to_dict()
     rec = ros[0].recovery
-    assert rec["event"] == "gps_outage" and rec["lost_stage"] == ""
-    assert rec["steps_to_recover"] and rec["stages_before"] == 2
-    assert ros[0].perturbation["disturbance.size"] > 0
+    assert rec["event"] == "gps_outage" and rec["lost_stage"] == "" and rec["step"] == 422
+    assert rec["stages_before"] == 2 and rec["recovered_step"] is None
+    assert 560 < 422 + ros[0].perturbation["disturbance.size"] / 0.02
