@@ -497,6 +497,73 @@ def test_the_expert_recovers_from_displacement_and_pushes(event, lost):
             (record.outcome.reason, w)
 
 
+def test_a_mixture_cell_names_its_event_for_the_episodes_it_plans(tmp_path):
+    """``event`` in a mixture cell: only on the disturbance family, carried to its episodes as
+    a perturbation override, absent from the forms of cells without one (their ids stay),
+    refused in a ROS goal (MixtureEntry has no field for it)."""
+    from clawgym_ros.synthesis.mixture import MixtureSpec, plan_episodes
+
+    mix = MixtureSpec.from_entries([
+        {"task": "gps_nav", "family": "disturbance", "intensity": 1.0, "event": "gps_outage"},
+        {"task": "pick_place", "family": "disturbance", "intensity": 1.0}])
+    assert "event" not in mix.to_dict()["mixture"][1]
+    assert mix.to_dict()["mixture"][0]["event"] == "gps_outage"
+    specs = plan_episodes(mix, 4, 0, options={"images": True})
+    by_task = {s.task: s.options for s in specs}
+    assert by_task["gps_nav"] == {"images": True,
+                                  "perturbation": {"disturbance": {"event": "gps_outage"}}}
+    assert by_task["pick_place"] == {"images": True}
+    with pytest.raises(ConfigError, match=r"mixture\[0\].event='goal_move' is invalid; "
+                                          "allowed: no event for family lighting"):
+        MixtureSpec.from_entries([{"task": "pick_place", "family": "lighting",
+                                   "intensity": 0.5, "event": "goal_move"}])
+    with pytest.raises(ConfigError, match="none in a ROS goal"):
+        mix.cells[0].to_msg_fields()
+
+
+@pytest.mark.parametrize("entry,fragment", [
+    ("{task: pick_place, family: disturbance, intensity: 1.0, event: gps_outage}",
+     "mixture[0].event='gps_outage' is invalid; allowed: one of object_drop, object_displace, "
+     "goal_move, arm_push or any (supported by pick_place)"),
+    ("{task: pick_place, family: disturbance, intensity: 1.0, event: goal_move}",
+     "mixture[0].event='goal_move' is invalid; allowed: object_drop (the family's default) "
+     "for pick_place: its expert takes no other event yet"),
+    ("{task: gps_nav, family: disturbance, intensity: 1.0, event: quake}",
+     "mixture[0].event='quake' is invalid; allowed: one of gps_outage or any (supported by "
+     "gps_nav)")])
+def test_synth_refuses_a_mixture_event_it_cannot_run_with_one_line(tmp_path, capsys, entry,
+                                                                   fragment):
+    from clawgym_ros.cli import main
+
+    mix = tmp_path / "mix.yaml"
+    mix.write_text(f"mixture:\n  - {entry}\n")
+    out = tmp_path / "run"
+    assert main(["synth", "--mixture", str(mix), "--episodes", "2", "--seed", "0",
+                 "--workers", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.endswith(fragment), err
+    assert not out.exists()
+
+
+def test_gps_outage_demonstrations_from_the_gps_nav_expert(tmp_path, capsys):
+    """A mixture cell with ``event: gps_outage``: the gps_nav expert drives through the
+    outage (its estimate coasts on odometry and IMU) and the episode is signed off."""
+    import json
+
+    from clawgym_ros.cli import main
+
+    mix = tmp_path / "mix.yaml"
+    mix.write_text("mixture:\n  - {task: gps_nav, template: square_route, family: "
+                   "disturbance, intensity: 1.0, event: gps_outage}\n")
+    assert main(["synth", "--mixture", str(mix), "--episodes", "1", "--seed", "0",
+                 "--workers", "1", "--out", str(tmp_path / "run")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["accepted"] == 1, summary
+    (episodes,) = (tmp_path / "run").rglob("episodes.jsonl")
+    (row,) = [json.loads(line) for line in episodes.read_text().splitlines()]
+    assert row["perturbation"]["disturbance.event"] == 4.0 and row["stages"][-1] == "arrive"
+
+
 def test_disturbed_expert_episodes_are_signed_off_with_only_the_events_allowances():
     """Recovery demonstrations: a disturbed expert episode passes the task's dual sign-off
     (the interrupted skill ends a legal prefix, the restart follows the resume grammar, the

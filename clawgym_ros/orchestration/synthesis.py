@@ -16,6 +16,7 @@ from typing import Any
 from clawgym_ros import constants as C
 from clawgym_ros.artifacts import Artifact, ArtifactStore
 from clawgym_ros.config import check_int
+from clawgym_ros.errors import ConfigError
 from clawgym_ros.evaluation.failure_states import (
     FailureState,
     FailureStateError,
@@ -50,8 +51,6 @@ class SynthRequest:
         check_int("workers", self.workers, 0, 1024)
         if self.mixture is None:
             if not self.task:
-                from clawgym_ros.errors import ConfigError
-
                 raise ConfigError("task", self.task, "a task name or a mixture")
             object.__setattr__(self, "mixture", MixtureSpec.single(self.task))
 
@@ -85,7 +84,16 @@ def synthesize(request: SynthRequest, progress: ProgressCallback | None = None,
         if cell.family == C.FAMILY_DISTURBANCE:     # the task must support the event
             from clawgym_ros.perturbations.disturbance import DisturbanceConfig, check_event
 
-            check_event(DisturbanceConfig().event, task, f"mixture[{i}].disturbance.event")
+            default = DisturbanceConfig().event
+            if not cell.event:
+                check_event(default, task, f"mixture[{i}].disturbance.event")
+            else:
+                check_event(cell.event, task, f"mixture[{i}].event")
+                if task.arm_expert and cell.event != default:
+                    # The arm experts set their perturbations up from the family alone.
+                    raise ConfigError(f"mixture[{i}].event", cell.event,
+                                      f"{default} (the family's default) for {task.name}: "
+                                      "its expert takes no other event yet")
     options: dict[str, Any] = dict(request.options)
     if request.images:
         options["images"] = True

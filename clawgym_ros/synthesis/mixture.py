@@ -45,6 +45,10 @@ class MixtureCell:
     intensity: float = 0.0
     difficulty: str = C.DEFAULT_DIFFICULTY
     weight: float = 1.0
+    #: the disturbance event of a ``disturbance`` cell ("" = the family's default); its
+    #: episodes carry it as ``options["perturbation"]["disturbance"]["event"]``. No
+    #: MixtureEntry field carries it: such cells are for ``clawgym synth --mixture``.
+    event: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.task, str) or not self.task:
@@ -59,6 +63,11 @@ class MixtureCell:
         object.__setattr__(self, "difficulty", difficulty)
         check_choice("difficulty", difficulty, C.DIFFICULTIES)
         check_range("weight", self.weight, 0.0, None, low_open=True)
+        if not isinstance(self.event, str):
+            raise ConfigError("event", self.event, "an event name")
+        if self.event and self.family != C.FAMILY_DISTURBANCE:
+            raise ConfigError("event", self.event, f"no event for family {self.family} (only "
+                              f"{C.FAMILY_DISTURBANCE})")
 
     @classmethod
     def from_fields(cls, data: Mapping[str, Any] | Any) -> MixtureCell:
@@ -78,21 +87,42 @@ class MixtureCell:
             if name not in fields:
                 raise ConfigError(key, value, "one of the fields " + ", ".join(
                     ["task", "template (task_template)", "family (perturbation_family)",
-                     "intensity", "difficulty", "weight"]))
+                     "intensity", "difficulty", "weight", "event"]))
             kwargs[name] = value
         if "task" not in kwargs:
             raise ConfigError("task", None, "a non-empty task name (required)")
         return cls(**kwargs)
 
     def to_msg_fields(self) -> dict[str, Any]:
-        """Field values of a clawgym_interfaces/MixtureEntry message."""
+        """Field values of a clawgym_interfaces/MixtureEntry message.
+
+        Raises:
+            ConfigError: a cell with an ``event`` (the message has no field for it).
+        """
+        if self.event:
+            raise ConfigError("event", self.event, "none in a ROS goal (MixtureEntry has no "
+                              "event field: clawgym synth --mixture takes it)")
         return {"task": self.task, "task_template": self.template,
                 "perturbation_family": self.family, "intensity": float(self.intensity),
                 "difficulty": self.difficulty, "weight": float(self.weight)}
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form with this module's field names."""
-        return dataclasses.asdict(self)
+        """JSON-able form with this module's field names (``event`` only when set, so cells
+        without one keep their form)."""
+        out = dataclasses.asdict(self)
+        if not self.event:
+            del out["event"]
+        return out
+
+    def options(self, base: Mapping[str, Any]) -> dict[str, Any]:
+        """The generator options of this cell's episodes: ``base``, plus the event as a
+        perturbation override when the cell names one."""
+        out = dict(base)
+        if self.event:
+            overrides = {k: dict(v) for k, v in dict(out.get("perturbation", {})).items()}
+            overrides.setdefault(self.family, {})["event"] = self.event
+            out["perturbation"] = overrides
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,11 +135,12 @@ class MixtureSpec:
         object.__setattr__(self, "cells", tuple(self.cells))
         if not self.cells:
             raise ConfigError("mixture", [], "at least one entry")
-        keys = [(c.task, c.template, c.family, c.intensity, c.difficulty) for c in self.cells]
+        keys = [(c.task, c.template, c.family, c.intensity, c.difficulty, c.event)
+                for c in self.cells]
         for i, key in enumerate(keys):
             if key in keys[:i]:
                 raise ConfigError(f"mixture[{i}]", dict(zip(
-                    ("task", "template", "family", "intensity", "difficulty"), key)),
+                    ("task", "template", "family", "intensity", "difficulty", "event"), key)),
                     "a cell not listed before (merge duplicate entries by adding weights)")
 
     @classmethod
@@ -237,6 +268,6 @@ def plan_episodes(mixture: MixtureSpec, total: int, run_seed: int,
         specs.append(EpisodeSpec(
             index=index, seed=episode_seed(run_seed, index), task=cell.task,
             template=cell.template, family=cell.family, intensity=float(cell.intensity),
-            difficulty=cell.difficulty, options=dict(opts),
+            difficulty=cell.difficulty, options=cell.options(opts),
         ))
     return specs
