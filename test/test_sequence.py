@@ -387,6 +387,25 @@ def test_sequence_checkpoint_through_ros_matches_in_process(seq2, tmp_path, caps
     assert _artifacts(root, C.KIND_REPORT) == reports_before
 
 
+@pytest.mark.ros
+def test_policy_node_needs_one_task_world_for_a_sequence_checkpoint(seq2):
+    """policy_node (as the HIL launch starts it) with a sequence checkpoint in two task worlds:
+    exit 2, one line (it is told one task; an unknown one fails set_task as in-process)."""
+    pytest.importorskip("rclpy")
+    import subprocess
+    import sys
+
+    root, cid, _, _ = seq2
+    proc = subprocess.run(
+        [sys.executable, "-m", "clawgym_ros.nodes.policy_node", "--ros-args", "-p",
+         f"policy:={cid}", "-p", f"run_dir:={root}", "-p", "task:=pick_place,peg_insert"],
+        capture_output=True, text=True, env=dict(os.environ), timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith("[")]
+    assert proc.returncode == 2 and len(lines) == 1, lines
+    assert "one task world for a task-conditioned checkpoint (one of pick_place, peg_insert)" \
+        in lines[0]
+
+
 # --- measured run (opt-in) -------------------------------------------------------------------
 #: The measured run of docs/results/2026-12-05-incremental-learning.md.
 DEMOS = 150
