@@ -112,6 +112,20 @@ def _base_record(width: int, energy: bool) -> object:
         energy=rng.normal(size=n) if energy else None, images={}, stages=[], skill_calls=[])
 
 
+def test_fast_message_records_match_the_mcap_writer_across_chunks():
+    """The writer's own message records (``_Ros2Writer._add_message``) give the bytes of
+    mcap's ``Writer.add_message`` also when the frames fill several 4 MB chunks."""
+    record = _record()
+    n = record.num_steps
+    frames = np.random.default_rng(3).integers(0, 256, (n, 240, 240, 3), dtype=np.uint8)
+    record = dataclasses.replace(record, images={C.CAMERA_WRIST: frames})
+    record.validate()
+    fast = encode_episode(record)
+    assert len(fast) > 5 * 1024 * 1024          # frames over more than one 4 MB chunk
+    assert fast == encode_episode(record, fast=False)
+    assert np.array_equal(read_episode(fast).images[C.CAMERA_WRIST], frames)
+
+
 def test_fast_cdr_path_writes_the_same_bytes_as_the_generic_encoder():
     """The NumPy encoding of the fixed-layout messages (JointState, Float64MultiArray,
     one-point JointTrajectory with and without velocities, GripperCommand, Twist) gives
