@@ -500,7 +500,7 @@ def test_the_expert_recovers_from_displacement_and_pushes(event, lost):
 def test_a_mixture_cell_names_its_event_for_the_episodes_it_plans(tmp_path):
     """``event`` in a mixture cell: only on the disturbance family, carried to its episodes as
     a perturbation override, absent from the forms of cells without one (their ids stay),
-    refused in a ROS goal (MixtureEntry has no field for it)."""
+    and carried by a ROS goal's MixtureEntry."""
     from clawgym_ros.synthesis.mixture import MixtureSpec, plan_episodes
 
     mix = MixtureSpec.from_entries([
@@ -517,8 +517,12 @@ def test_a_mixture_cell_names_its_event_for_the_episodes_it_plans(tmp_path):
                                           "allowed: no event for family lighting"):
         MixtureSpec.from_entries([{"task": "pick_place", "family": "lighting",
                                    "intensity": 0.5, "event": "goal_move"}])
-    with pytest.raises(ConfigError, match="none in a ROS goal"):
-        mix.cells[0].to_msg_fields()
+    # a ROS goal carries it (MixtureEntry.event) and gives the same cells back
+    from clawgym_interfaces.msg import MixtureEntry
+
+    entries = [MixtureEntry(**cell.to_msg_fields()) for cell in mix.cells]
+    assert entries[0].event == "gps_outage" and entries[1].event == ""
+    assert MixtureSpec.from_entries(entries) == mix
 
 
 @pytest.mark.parametrize("entry,fragment", [

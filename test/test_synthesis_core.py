@@ -83,7 +83,7 @@ def test_mixture_yaml_and_message_fields_round_trip(tmp_path):
     fields = mix.to_msg_fields()
     assert fields[1] == {"task": "pick_place", "task_template": "",
                          "perturbation_family": "lighting", "intensity": 0.6,
-                         "difficulty": "hard", "weight": 1.0}
+                         "difficulty": "hard", "weight": 1.0, "event": ""}
     assert MixtureSpec.from_entries(fields) == mix
 
     class Entry:  # a MixtureEntry-like message object, empty difficulty = medium

@@ -46,8 +46,7 @@ class MixtureCell:
     difficulty: str = C.DEFAULT_DIFFICULTY
     weight: float = 1.0
     #: the disturbance event of a ``disturbance`` cell ("" = the family's default); its
-    #: episodes carry it as ``options["perturbation"]["disturbance"]["event"]``. No
-    #: MixtureEntry field carries it: such cells are for ``clawgym synth --mixture``.
+    #: episodes carry it as ``options["perturbation"]["disturbance"]["event"]``.
     event: str = ""
 
     def __post_init__(self) -> None:
@@ -78,7 +77,7 @@ class MixtureCell:
         """
         if not isinstance(data, Mapping):
             names = ("task", "task_template", "perturbation_family", "intensity", "difficulty",
-                     "weight")
+                     "weight", "event")
             data = {n: getattr(data, n) for n in names if hasattr(data, n)}
         fields = {f.name for f in dataclasses.fields(cls)}
         kwargs: dict[str, Any] = {}
@@ -94,17 +93,11 @@ class MixtureCell:
         return cls(**kwargs)
 
     def to_msg_fields(self) -> dict[str, Any]:
-        """Field values of a clawgym_interfaces/MixtureEntry message.
-
-        Raises:
-            ConfigError: a cell with an ``event`` (the message has no field for it).
-        """
-        if self.event:
-            raise ConfigError("event", self.event, "none in a ROS goal (MixtureEntry has no "
-                              "event field: clawgym synth --mixture takes it)")
+        """Field values of a clawgym_interfaces/MixtureEntry message."""
         return {"task": self.task, "task_template": self.template,
                 "perturbation_family": self.family, "intensity": float(self.intensity),
-                "difficulty": self.difficulty, "weight": float(self.weight)}
+                "difficulty": self.difficulty, "weight": float(self.weight),
+                "event": self.event}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form with this module's field names (``event`` only when set, so cells
