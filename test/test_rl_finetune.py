@@ -113,6 +113,19 @@ def test_finetune_commits_a_traceable_checkpoint_that_evaluates(bc_run, capsys):
     assert float(policy.model.head.weight.detach().abs().sum()) > 0
 
 
+def test_mode_defaults_keep_the_residual_config_json():
+    """The default mode (residual) is left out of the config JSON and keeps log-std -3, so
+    residual checkpoint ids are what they were before modes; direct's noise defaults to -4."""
+    from clawgym_ros.training.rl import FinetuneConfig
+
+    residual = FinetuneConfig(base_checkpoint="x", steps=1, seed=0)
+    assert "mode" not in residual.to_json() and residual.to_json()["log_std_init"] == -3.0
+    direct = FinetuneConfig(base_checkpoint="x", steps=1, seed=0, mode="direct")
+    assert direct.to_json()["mode"] == "direct" and direct.log_std_init == -4.0
+    assert FinetuneConfig(base_checkpoint="x", steps=1, seed=0, mode="direct",
+                          log_std_init=-2.0).log_std_init == -2.0
+
+
 def test_direct_env_with_the_bc_prediction_acts_exactly_like_the_bc_policy(bc_run):
     """Direct mode's env executes a normalized chunk as the BC policy executes its own: fed
     the BC network's prediction, it reaches the same states step for step."""

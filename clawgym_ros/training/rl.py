@@ -64,6 +64,9 @@ ALGORITHMS: tuple[str, ...] = ("ppo",)
 MODE_RESIDUAL = "residual"
 MODE_DIRECT = "direct"
 MODES: tuple[str, ...] = (MODE_RESIDUAL, MODE_DIRECT)
+#: Default log-std of the exploration noise per mode (docs/results/2026-12-05-rl-direct.md:
+#: direct at -3 made its noisy training episodes succeed 0.07-0.14, at -4 0.31-0.39).
+LOG_STD_INIT: dict[str, float] = {MODE_RESIDUAL: -3.0, MODE_DIRECT: -4.0}
 #: Bound of direct mode's normalized actions (standard deviations of the demonstrations'
 #: actions; far outside anything a BC policy predicts).
 DIRECT_ACTION_BOUND = 100.0
@@ -105,8 +108,10 @@ class FinetuneConfig:
     clip_range: float = 0.1
     #: stop an update's epochs early once the policy moved this far (KL); 0 = never
     target_kl: float = 0.02
-    #: log of the exploration noise's initial standard deviation (in correction units)
-    log_std_init: float = -3.0
+    #: log of the exploration noise's initial standard deviation, in correction units
+    #: (residual) or normalized action units (direct); None = the mode's default,
+    #: :data:`LOG_STD_INIT` (direct's -4 is about residual's noise in radians at the joints)
+    log_std_init: float | None = None
     #: term -> weight overriding the task's declared default (clawgym_ros.tasks.rewards)
     reward_weights: Mapping[str, float] = dataclasses.field(default_factory=dict)
     #: the calibration the fine-tuning envs run at (SimCalibration.to_dict(); {} = none, and
@@ -139,6 +144,8 @@ class FinetuneConfig:
         check_range("gae_lambda", self.gae_lambda, 0.0, 1.0)
         check_range("clip_range", self.clip_range, 1e-4, 1.0)
         check_range("target_kl", self.target_kl, 0.0, 10.0)
+        if self.log_std_init is None:
+            object.__setattr__(self, "log_std_init", LOG_STD_INIT[self.mode])
         check_range("log_std_init", self.log_std_init, -10.0, 2.0)
         if not isinstance(self.reward_weights, Mapping):
             raise ConfigError("reward_weights", self.reward_weights, "a mapping term -> weight")
