@@ -196,24 +196,33 @@ TINY_SUITE = tiny_suite_yaml(1, "one nominal pick_place episode (judge test)")
 
 
 
-def _report(run: Path, suite: Path, policy: str) -> dict:
-    result = clawgym("eval", "--policy", policy, "--suite", str(suite), "--seed", "3", "--out",
-                     str(run), "--workers", "1", "--max-steps", "30")
-    assert result.returncode == 0, result.stderr
-    return json.loads(Path(result.stdout.splitlines()[1].split(": ", 1)[1]).read_text())
+def _in_process(capsys, *args: str) -> str:
+    """`clawgym ARGS` in this process (no interpreter start per call); its stdout."""
+    from clawgym_ros.cli import main
+
+    code = main(list(args))
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out
+
+
+def _report(capsys, run: Path, suite: Path, policy: str) -> dict:
+    out = _in_process(capsys, "eval", "--policy", policy, "--suite", str(suite), "--seed", "3",
+                      "--out", str(run), "--workers", "1", "--max-steps", "30")
+    return json.loads(Path(out.splitlines()[1].split(": ", 1)[1]).read_text())
 
 
 @pytest.mark.skipif(chromium_path() is None, reason="Chromium is not installed (Debian package "
                     "'chromium': apt-get install chromium): no browser to drive")
 @pytest.mark.timeout(240)
-def test_browser_clicks_through_five_pairs(tmp_path):
+def test_browser_clicks_through_five_pairs(tmp_path, capsys):
     run = tmp_path / "run"
     suite = tmp_path / "tiny.yaml"
     suite.write_text(TINY_SUITE)
     # before: an empty store; each policy's preference score is its comfort score
-    assert "no judgments in this run yet" in clawgym("prefs", "show", "--run-dir",
-                                                     str(run)).stdout
-    before = {p: _report(run, suite, p) for p in (FIRST, SECOND)}
+    assert "no judgments in this run yet" in _in_process(capsys, "prefs", "show", "--run-dir",
+                                                         str(run))
+    before = {p: _report(capsys, run, suite, p) for p in (FIRST, SECOND)}
     for report in before.values():
         pref = report["aggregated"]["preference"]
         assert pref["judgments"] is None and "policy" not in pref
@@ -270,12 +279,12 @@ def test_browser_clicks_through_five_pairs(tmp_path):
     assert all(j.context.startswith("pick_place/") for j in stored)
     fit = fit_bradley_terry(stored, ridge=MetricsConfig().bt_ridge)
     assert fit.ranking() == [SECOND, FIRST]
-    shown = clawgym("prefs", "show", "--run-dir", str(run)).stdout
+    shown = _in_process(capsys, "prefs", "show", "--run-dir", str(run))
     assert shown.strip().splitlines() == format_scores(fit)
     # the next reports fit the store as it is now (the judgments from the page), and each
     # policy's preference score moves the way the rater judged: SECOND up, FIRST down
     for policy in (FIRST, SECOND):
-        report = _report(run, suite, policy)
+        report = _report(capsys, run, suite, policy)
         pref = report["aggregated"]["preference"]
         assert pref["judgments"] == {**fit.to_dict(), "digest": judgments_digest(stored)}
         judged = judged_preference(fit, policy)
