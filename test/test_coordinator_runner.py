@@ -228,3 +228,20 @@ def test_reports_are_paired_across_iterations(reference):
     store = ArtifactStore(run)
     seeds = {read_report(store, h["report_id"])["suite"]["seed"] for h in state.history}
     assert len(seeds) == 1
+
+
+def test_synthesis_options_reach_every_synthesis_goal_and_are_checked(tmp_path):
+    from clawgym_ros.errors import ConfigError
+
+    options = {"timing": "optimal", "acceleration_scale": 2.0}
+    cfg = loop_cfg(iterations=1, synthesis_options=options)
+    assert cfg.to_dict()["synthesis_options"] == options
+    assert "synthesis_options" not in loop_cfg().to_dict()     # config ids stay without it
+    state = LoopRunner(cfg, tmp_path / "run", ToyExecutor()).run()
+    goal = state.iterations[0]["goals"]["synthesize"]
+    assert goal["options"] == options
+    for bad, match in (({"timing": "fast"}, "synthesis_options.timing='fast'"),
+                       ({"speed": 1}, "synthesis_options.speed"),
+                       ({"acceleration_scale": 9}, "synthesis_options.acceleration_scale")):
+        with pytest.raises(ConfigError, match=match):
+            loop_cfg(synthesis_options=bad)

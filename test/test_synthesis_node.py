@@ -35,11 +35,12 @@ def test_synthesize_action_across_processes(procs, rclpy_context, tmp_path):
         action = ActionClient(node, Synthesize, C.ACTION_SYNTHESIZE)
         assert action.wait_for_server(timeout_sec=20.0)
 
-        def send(episodes: int, feedback: list):
+        def send(episodes: int, feedback: list, options_json: str = ""):
             goal = Synthesize.Goal(
                 mixture=[MixtureEntry(task="pick_place", task_template="cube",
                                       perturbation_family="none", weight=1.0)],
-                episodes=episodes, seed=3, workers=1, run_dir=str(run))
+                episodes=episodes, seed=3, workers=1, run_dir=str(run),
+                options_json=options_json)
             sent = action.send_goal_async(goal, feedback_callback=feedback.append)
             assert spin_until(executor, sent.done, 10.0)
             assert sent.result().accepted
@@ -71,6 +72,27 @@ def test_synthesize_action_across_processes(procs, rclpy_context, tmp_path):
         assert response.status == GoalStatus.STATUS_CANCELED
         assert "cancelled after" in response.result.message
         assert len(ArtifactStore(run).list(C.KIND_DATASET)) == 1
+
+        # Expert options (a loop's synthesis_options): the dataset `clawgym synth --option`
+        # makes; a bad option aborts the goal naming it, nothing committed.
+        from clawgym_ros.orchestration.synthesis import SynthRequest, synthesize
+        from clawgym_ros.synthesis.mixture import MixtureSpec
+
+        options = {"timing": "optimal", "acceleration_scale": 2.0}
+        done_future = send(2, [], '{"timing": "optimal", "acceleration_scale": 2}') \
+            .get_result_async()
+        assert spin_until(executor, done_future.done, 120.0), read_logs(tmp_path)
+        result = done_future.result().result
+        assert result.success, result.message
+        direct, _ = synthesize(SynthRequest(
+            out=str(tmp_path / "direct"), episodes=2, seed=3, workers=1, options=options,
+            mixture=MixtureSpec.from_entries([{"task": "pick_place", "template": "cube"}])))
+        assert direct.id == result.dataset_id
+        bad = send(2, [], '{"timing": "fast"}').get_result_async()
+        assert spin_until(executor, bad.done, 30.0)
+        assert bad.result().status == GoalStatus.STATUS_ABORTED
+        assert "options_json.timing='fast'" in bad.result().result.message
+        assert len(ArtifactStore(run).list(C.KIND_DATASET)) == 2
     finally:
         executor.shutdown()
         node.destroy_node()

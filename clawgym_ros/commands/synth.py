@@ -83,35 +83,20 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-#: Expert options ``--option`` accepts (:class:`~clawgym_ros.tasks.expert.ExpertOptions`).
-OPTION_NAMES = ("timing", "acceleration_scale", "velocity_scale", "planning")
-
-
 def expert_options(items: list[str]) -> dict[str, object]:
-    """``KEY=VALUE`` strings -> generator options (numbers parsed), checked by name and value.
+    """``KEY=VALUE`` strings -> generator options (numbers parsed), checked by name and value
+    (:func:`~clawgym_ros.tasks.expert.check_expert_options`).
 
     Raises:
         ConfigError: a malformed item, an unknown name or a value out of range.
     """
-    from clawgym_ros.config import check_choice, check_option_names
     from clawgym_ros.errors import ConfigError
-    from clawgym_ros.tasks.expert import ExpertOptions
+    from clawgym_ros.tasks.expert import check_expert_options
 
     options: dict[str, object] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigError("--option", item, "KEY=VALUE")
-        try:
-            options[key] = float(value) if key.endswith("_scale") else value
-        except ValueError:
-            raise ConfigError(f"--option {key}", value, "a number") from None
-    check_option_names(options, OPTION_NAMES, "--option ")
-    if "timing" in options:
-        from clawgym_ros.tasks.expert import TIMINGS
-
-        check_choice("--option timing", str(options["timing"]), TIMINGS)
-    if "planning" in options:
-        check_choice("--option planning", str(options["planning"]), ("auto", "ompl"))
-    ExpertOptions(**{k: v for k, v in options.items() if k != "planning"})  # type: ignore
-    return options
+        options[key] = value
+    return check_expert_options(options, "--option ")

@@ -25,6 +25,9 @@ YAML form (``config/loop/<name>.yaml``; a mapping with one key ``loop``)::
       transfer: {threshold: 0.8, initial_width: 0.1, step: 0.1, max_width: 1.0, gain: 2.0}
                                      # template-family cells (template: proc:<family>) widen
                                      # when held-out/in-distribution < threshold (0 = off)
+      synthesis_options: {timing: optimal, acceleration_scale: 2.0}
+                                     # expert options of every synthesized episode (as
+                                     # clawgym synth --option); {} = the experts' defaults
       calibration: 3f2a...           # a calibration artifact the simulators run at
       distill: {logs: robot_logs/, params: [damping_scale, joint_friction], starts: 3}
                                      # online distillation: a new robot log in that folder
@@ -263,6 +266,9 @@ class LoopConfig:
         transfer: the transfer-template lever (:mod:`clawgym_ros.coordinator.transfer`).
         distill: online distillation from new robot logs (:class:`DistillConfig`; off by
             default).
+        synthesis_options: expert options of every synthesized episode (``timing``,
+            ``acceleration_scale``, ``velocity_scale``, ``planning``; as ``clawgym synth
+            --option``); part of the datasets' ids. Recovery synthesis keeps the defaults.
     """
 
     name: str = "loop"
@@ -298,10 +304,15 @@ class LoopConfig:
     calibration: str = ""
     transfer: TransferConfig = dataclasses.field(default_factory=TransferConfig)
     distill: DistillConfig = dataclasses.field(default_factory=DistillConfig)
+    synthesis_options: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.calibration, str):
             raise ConfigError("calibration", self.calibration, "a calibration artifact id")
+        from clawgym_ros.tasks.expert import check_expert_options
+
+        object.__setattr__(self, "synthesis_options",
+                           check_expert_options(self.synthesis_options, "synthesis_options."))
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError("name", self.name, "a non-empty string")
         check_int("seed", self.seed, 0, SEED_LIMIT)
@@ -432,9 +443,9 @@ class LoopConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (what :func:`loop_config_from_dict` reads back); ``policy_options``,
-        ``rl``, ``calibration``, ``transfer`` and ``distill`` only when set (a loop without
-        them has the config artifact id it had before they existed, so its run directory
-        still resumes)."""
+        ``rl``, ``calibration``, ``transfer``, ``distill`` and ``synthesis_options`` only
+        when set (a loop without them has the config artifact id it had before they existed,
+        so its run directory still resumes)."""
         from clawgym_ros.config import to_dict
 
         data = to_dict(self)
@@ -449,6 +460,8 @@ class LoopConfig:
             del data["transfer"]
         if data["distill"] == to_dict(DistillConfig()):
             del data["distill"]
+        if not data["synthesis_options"]:
+            del data["synthesis_options"]
         return data
 
 

@@ -67,6 +67,13 @@ class SynthesizeGoal:
     from_report: str = ""
     #: calibration artifact the simulator runs at ("" = nominal / the node's own)
     calibration_id: str = ""
+    #: expert options of every episode (LoopConfig.synthesis_options)
+    options: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def options_json(self) -> str:
+        """The Synthesize action's ``options_json``."""
+        return options_json(self.options)
 
 
 def options_json(options: Mapping[str, Any]) -> str:
@@ -408,7 +415,8 @@ class LoopRunner:
         goal = SynthesizeGoal(mixture=tuple(plan["mixture"]), episodes=plan["episodes"],
                               seed=plan["seeds"]["synthesize"], workers=self.cfg.workers,
                               record_images=self.cfg.record_images, run_dir=str(self.run_dir),
-                              calibration_id=self.calibration_of(cur))
+                              calibration_id=self.calibration_of(cur),
+                              options=dict(self.cfg.synthesis_options))
         state = self._start(state, PHASE_SYNTHESIZE, goal)
         dataset_id = find_dataset(self.store, goal) or \
             self.executor.synthesize(goal, self._progress(state, PHASE_SYNTHESIZE))
@@ -594,7 +602,9 @@ def find_dataset(store: ArtifactStore, goal: SynthesizeGoal) -> str | None:
 
     want = {"seed": goal.seed, "episodes": goal.episodes,
             "mixture": MixtureSpec.from_entries(goal.mixture).to_dict()}
-    options: dict[str, Any] = {"images": True} if goal.record_images else {}
+    options: dict[str, Any] = dict(goal.options)
+    if goal.record_images:
+        options["images"] = True
     if goal.calibration_id:
         from clawgym_ros.calibration.apply import load_calibration
         from clawgym_ros.sim.active_calibration import OPTION_KEY

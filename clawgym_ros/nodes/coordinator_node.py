@@ -123,7 +123,8 @@ class ActionExecutor:
                      for e in goal.mixture],
             episodes=goal.episodes, seed=goal.seed, workers=goal.workers,
             record_images=goal.record_images, run_dir=goal.run_dir,
-            from_report=goal.from_report, calibration_id=goal.calibration_id)
+            from_report=goal.from_report, calibration_id=goal.calibration_id,
+            options_json=goal.options_json)
 
         def feedback(fb) -> None:
             f = fb.feedback

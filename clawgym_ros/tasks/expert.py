@@ -236,6 +236,47 @@ class ExpertOptions:
                    fault=str(o.get("fault", "") or ""))
 
 
+#: Expert options a synthesis run may set for every episode (``clawgym synth --option``, a
+#: loop config's ``synthesis_options``, a Synthesize goal's ``options_json``).
+OPTION_NAMES = ("timing", "acceleration_scale", "velocity_scale", "planning")
+
+
+def check_expert_options(options: Any, field: str = "--option ") -> dict[str, Any]:
+    """Expert options checked by name and value (``*_scale`` as numbers).
+
+    Args:
+        field: prefix of the field names in errors (``--option ``, ``synthesis_options.``).
+
+    Raises:
+        ConfigError: not a mapping, an unknown name, or a value out of range.
+    """
+    from clawgym_ros.config import check_choice, check_option_names
+    from clawgym_ros.errors import ConfigError
+
+    if not isinstance(options, Mapping):
+        raise ConfigError(field.rstrip(" ."), options, "a mapping of expert options")
+    check_option_names(options, OPTION_NAMES, field)
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key.endswith("_scale"):
+            try:
+                out[key] = float(value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{field}{key}", value, "a number") from None
+        else:
+            out[key] = str(value)
+    if "timing" in out:
+        check_choice(f"{field}timing", out["timing"], TIMINGS)
+    if "planning" in out:
+        check_choice(f"{field}planning", out["planning"], ("auto", "ompl"))
+    try:
+        ExpertOptions(**{k: v for k, v in out.items() if k != "planning"})
+    except ConfigError as err:
+        raise ConfigError(f"{field}{err.field.removeprefix('options.')}", err.value,
+                          err.allowed) from None
+    return out
+
+
 class ArmExpert:
     """One episode of an arm task: env, planner, recorder and the motion primitives.
 
