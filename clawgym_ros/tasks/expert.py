@@ -107,6 +107,26 @@ def wrap_env(env: TaskEnv, perturbations: Mapping[str, Any]) -> Any:
     return wrap(env, perturbations)
 
 
+def _polyline(waypoints: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float] | None:
+    """A joint polyline without its zero-length segments: (waypoints, segments, lengths,
+    total length); None for a path with no length."""
+    wp = np.asarray(waypoints, dtype=float)
+    seg = np.diff(wp, axis=0)
+    lengths = np.linalg.norm(seg, axis=1)
+    keep = lengths > 1e-9
+    if not keep.any():
+        return None
+    wp = np.vstack([wp[:1], wp[1:][keep]])
+    return wp, seg[keep], lengths[keep], float(lengths[keep].sum())
+
+
+def _at_rest(waypoints: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The path of a polyline with no length: its last waypoint, zero velocity."""
+    wp = np.asarray(waypoints, dtype=float)
+    return wp[-1:].copy(), np.zeros((1, wp.shape[1]))
+
+
 def quintic_path(waypoints: np.ndarray, vmax: np.ndarray, amax: np.ndarray, dt: float,
                  min_duration: float = 0.1, tool_length: float = 0.0,
                  tool_speed: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
@@ -123,15 +143,10 @@ def quintic_path(waypoints: np.ndarray, vmax: np.ndarray, amax: np.ndarray, dt: 
         (positions (K, J), velocities (K, J)) for K control steps, ending at rest on the last
         waypoint.
     """
-    wp = np.asarray(waypoints, dtype=float)
-    seg = np.diff(wp, axis=0)
-    lengths = np.linalg.norm(seg, axis=1)
-    keep = lengths > 1e-9
-    seg, lengths = seg[keep], lengths[keep]
-    if len(lengths) == 0:
-        return wp[-1:].copy(), np.zeros((1, wp.shape[1]))
-    wp = np.vstack([wp[:1], wp[1:][keep]])
-    total = float(lengths.sum())
+    line = _polyline(waypoints)
+    if line is None:
+        return _at_rest(waypoints)
+    wp, seg, lengths, total = line
     dirs = np.abs(seg / lengths[:, None]).max(axis=0)   # |dq/ds| per joint (worst segment)
     duration = max(min_duration,
                    float(np.max(_QV * total * dirs / vmax)),
@@ -160,15 +175,10 @@ def optimal_path(waypoints: np.ndarray, vmax: np.ndarray, amax: np.ndarray, dt: 
     Same arguments and result as :func:`quintic_path`; the path-speed limits are the tightest
     joint's (``limit / |dq/ds|`` over the worst segment) and the tool speed's.
     """
-    wp = np.asarray(waypoints, dtype=float)
-    seg = np.diff(wp, axis=0)
-    lengths = np.linalg.norm(seg, axis=1)
-    keep = lengths > 1e-9
-    seg, lengths = seg[keep], lengths[keep]
-    if len(lengths) == 0:
-        return wp[-1:].copy(), np.zeros((1, wp.shape[1]))
-    wp = np.vstack([wp[:1], wp[1:][keep]])
-    total = float(lengths.sum())
+    line = _polyline(waypoints)
+    if line is None:
+        return _at_rest(waypoints)
+    wp, seg, lengths, total = line
     dirs = np.maximum(np.abs(seg / lengths[:, None]).max(axis=0), 1e-12)
     v = float(np.min(vmax / dirs))
     a = float(np.min(amax / dirs))
