@@ -92,6 +92,25 @@ def check_int(
     return value
 
 
+def json_object(text: str, field: str, allowed: str = "a JSON object") -> dict[str, Any]:
+    """A goal's JSON-object text field (``*_json``) -> dict; "" = {}.
+
+    Raises:
+        ConfigError: ``text`` is not a JSON object (naming ``field``, the parse error if any).
+    """
+    import json
+
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise ConfigError(field, text, f"{allowed} ({err})") from None
+    if not isinstance(value, dict):
+        raise ConfigError(field, text, allowed)
+    return value
+
+
 def check_option_names(options: Mapping[str, Any], allowed: Sequence[str],
                        prefix: str) -> None:
     """Every key of ``options`` (settings given by name: ``--rl-option KEY=VALUE``, a config's

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from clawgym_ros import constants as C
-from clawgym_ros.config import check_choice, check_int
+from clawgym_ros.config import check_choice, check_int, json_object
 from clawgym_ros.errors import ConfigError
 
 #: scenes with an arm (what the calibration models)
@@ -87,13 +87,7 @@ def request_from_fields(bag: str, params: str = "", bounds_json: str = "", seed:
     Raises:
         ConfigError: a malformed field (named).
     """
-    bounds: Any = {}
-    if bounds_json:
-        try:
-            bounds = json.loads(bounds_json)
-        except ValueError as err:
-            raise ConfigError("bounds_json", bounds_json[:60], f"a JSON object ({err})") \
-                from None
+    bounds = json_object(bounds_json, "bounds_json")
     names = tuple(p for p in (s.strip() for s in params.split(",")) if p) if params else ()
     return CalibrateRequest(bag=bag, params=names, bounds=bounds, seed=int(seed),
                             starts=int(starts) or DEFAULT_STARTS,

@@ -48,20 +48,12 @@ class SynthesisNodeOptions:
 
 def goal_request(goal: Any, options: SynthesisNodeOptions):
     """Synthesize goal + node options -> SynthRequest (ConfigError names the bad field)."""
-    import json
-
-    from clawgym_ros.errors import ConfigError
+    from clawgym_ros.config import json_object
     from clawgym_ros.orchestration.synthesis import SynthRequest
     from clawgym_ros.synthesis.mixture import MixtureSpec
     from clawgym_ros.tasks.expert import check_expert_options
 
-    expert: Any = {}
-    if goal.options_json:
-        try:
-            expert = json.loads(goal.options_json)
-        except ValueError as err:
-            raise ConfigError("options_json", goal.options_json[:60],
-                              f"a JSON object ({err})") from None
+    expert = json_object(goal.options_json, "options_json")
     return SynthRequest(out=goal.run_dir or options.run_dir, episodes=int(goal.episodes),
                         seed=int(goal.seed), mixture=MixtureSpec.from_entries(goal.mixture),
                         workers=int(goal.workers) or options.default_workers,

@@ -94,9 +94,7 @@ FINETUNE_MODES = ("", FINETUNE_RL)
 def goal_finetune_config(goal: Any):
     """Train goal with ``finetune: rl`` -> FinetuneConfig (raises ConfigError naming the
     field: unknown mode, missing checkpoint, unknown task or setting)."""
-    import json
-
-    from clawgym_ros.config import check_choice, check_option_names, from_dict
+    from clawgym_ros.config import check_choice, check_option_names, from_dict, json_object
     from clawgym_ros.errors import ConfigError
     from clawgym_ros.training.rl import FinetuneConfig
 
@@ -104,13 +102,7 @@ def goal_finetune_config(goal: Any):
     if not goal.init_checkpoint_id:
         raise ConfigError("init_checkpoint_id", "", "the checkpoint to fine-tune")
     check_choice("task", goal.task, C.TASKS)
-    try:
-        options = json.loads(goal.finetune_options_json) if goal.finetune_options_json else {}
-    except ValueError as err:
-        raise ConfigError("finetune_options_json", goal.finetune_options_json,
-                          f"a JSON object ({err})") from None
-    if not isinstance(options, dict):
-        raise ConfigError("finetune_options_json", options, "a JSON object")
+    options = json_object(goal.finetune_options_json, "finetune_options_json")
     check_option_names(options, FinetuneConfig.option_names(), "finetune_options_json.")
     return from_dict(FinetuneConfig, {
         **options, "base_checkpoint": goal.init_checkpoint_id, "steps": int(goal.steps),

@@ -156,14 +156,6 @@ def policy_options_from_json(text: str, field: str = "policy_options_json") -> d
     Raises:
         ConfigError: not a JSON object with string keys.
     """
-    import json
+    from clawgym_ros.config import json_object
 
-    if not text:
-        return {}
-    try:
-        options = json.loads(text)
-    except ValueError:
-        options = None
-    if not isinstance(options, dict):
-        raise ConfigError(field, text, "a JSON object of option name to value, or empty")
-    return options
+    return json_object(text, field, "a JSON object of option name to value, or empty")
