@@ -181,12 +181,11 @@ def run_calibration(run_dir: str | Path, request: CalibrateRequest,
 
     config = request.fit_config()
     store = ArtifactStore(run_dir)
-    log = read_log(request.bag)
-    if reuse:
+    if reuse:       # a log with the same content was read and fitted already: no re-read
         found = find_calibration(store, request, log_digest(request.bag))
         if found is not None:
             return found, stored_summary(found)
-    result = calibrate(log, config, progress)
+    result = calibrate(read_log(request.bag), config, progress)
     artifact = commit_calibration(store, result, config, request.bag)
     return artifact, summary(result, artifact)
 

@@ -192,7 +192,7 @@ class DistillConfig:
         if isinstance(self.params, str) or not all(isinstance(p, str) for p in self.params):
             raise ConfigError("distill.params", self.params, "a list of parameter names")
         object.__setattr__(self, "params", tuple(self.params))
-        self.request("-").fit_config()
+        self.request("-")                  # names, bounds and starts checked
 
     def request(self, bag: str, seed: int = 0):
         """The :class:`~clawgym_ros.calibration.job.CalibrateRequest` of one log (errors name

@@ -379,17 +379,16 @@ class LoopRunner:
         path, digest = new[-1]
         entry = {"log": {"name": path.name, "sha256": digest}, "previous": previous,
                  "superseded": [p.name for p, _ in new[:-1]]}
-        try:
-            read_log(path)             # a log that cannot be read is refused, not retried
-        except ClawgymError as err:
-            return ({"id": previous, "logs": seen},
-                    {**entry, "calibration": previous, "changed": False,
-                     "reason": f"robot log {path.name} refused: {err}"})
-        request = d.request(str(path), seed=self.cfg.seed)
-        found = find_calibration(self.store, request, digest)
-        if found is not None:
+        found = find_calibration(self.store, d.request(str(path), seed=self.cfg.seed), digest)
+        if found is not None:          # fitted before (a resumed iteration): read already
             cal_id = found.id
         else:
+            try:
+                read_log(path)         # a log that cannot be read is refused, not retried
+            except ClawgymError as err:
+                return ({"id": previous, "logs": seen},
+                        {**entry, "calibration": previous, "changed": False,
+                         "reason": f"robot log {path.name} refused: {err}"})
             goal = CalibrateGoal(bag=str(path), params=tuple(d.params), bounds=dict(d.bounds),
                                  seed=self.cfg.seed, starts=d.starts,
                                  run_dir=str(self.run_dir))
@@ -625,6 +624,7 @@ def find_dataset(store: ArtifactStore, goal: SynthesizeGoal) -> str | None:
 def find_recovery_dataset(store: ArtifactStore, goal: SynthesizeGoal) -> str | None:
     """A recovery dataset made from the same report with the same seed and episodes."""
     report = store.resolve(goal.from_report, C.KIND_REPORT).id
+    calibration = _full_id(store, goal.calibration_id)
     folder = store.root / C.KIND_DATASET
     for path in sorted(folder.iterdir()) if folder.is_dir() else ():
         if not (path / C.FILE_MANIFEST).is_file():
@@ -632,7 +632,7 @@ def find_recovery_dataset(store: ArtifactStore, goal: SynthesizeGoal) -> str | N
         gen = (_manifest_json(path / C.FILE_DATASET_INFO) or {}).get("generation") or {}
         if (gen.get("from_report") == report and gen.get("seed") == goal.seed
                 and gen.get("episodes") == goal.episodes
-                and gen.get("calibration", "") == _full_id(store, goal.calibration_id)):
+                and gen.get("calibration", "") == calibration):
             return path.name
     return None
 
@@ -690,7 +690,9 @@ def find_finetuned(store: ArtifactStore, goal: FinetuneGoal) -> str | None:
 
 
 def find_report(store: ArtifactStore, goal: EvaluateGoal) -> str | None:
-    """A report of the same checkpoint, suite and seed as the goal (not a loop report)."""
+    """A report of the same checkpoint, suite, seed and calibration as the goal (not a loop
+    report)."""
+    calibration = _full_id(store, goal.calibration_id)
     folder = store.root / C.KIND_REPORT
     for path in sorted(folder.iterdir()) if folder.is_dir() else ():
         man = _manifest_json(path / C.FILE_MANIFEST)
@@ -700,8 +702,7 @@ def find_report(store: ArtifactStore, goal: EvaluateGoal) -> str | None:
         if (config.get("checkpoint_id") == goal.checkpoint_id
                 and config.get("suite") == goal.suite
                 and man.get("seeds", {}).get("suite") == goal.seed
-                and (config.get("calibration") or "") == _full_id(store,
-                                                                  goal.calibration_id)):
+                and (config.get("calibration") or "") == calibration):
             return path.name
     return None
 
