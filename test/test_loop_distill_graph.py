@@ -19,24 +19,13 @@ import time
 
 import pytest
 
-from test.conftest import ROOT
+from test.conftest import ROOT, tiny_suite_yaml
 
 pytestmark = [pytest.mark.ros, pytest.mark.skipif(
     os.environ.get("CLAWGYM_ACCEPTANCE") != "1",
     reason="a loop through the node graph with two fits (~2-3 min): set CLAWGYM_ACCEPTANCE=1")]
 
-SUITE = """name: distill_small
-description: online distillation - nominal pick_place cube
-seed: 0
-episodes_per_cell: 2
-schedule: constant
-max_steps: 150
-tasks:
-  - task: pick_place
-    templates: [cube]
-cells:
-  nominal: true
-"""
+SUITE = tiny_suite_yaml(2, "online distillation - nominal pick_place cube") + "max_steps: 150\n"
 
 LOOP = """loop:
   name: distill_small

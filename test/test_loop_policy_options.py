@@ -80,6 +80,11 @@ def plugin(tmp_path, monkeypatch):
     root.mkdir()
     install_plugin(root)
     monkeypatch.syspath_prepend(str(root))
+    # The built-in types register on import: import them before the registry is copied, or
+    # a first import inside the test fills only the copy and the restored registry lacks them
+    # for every later test of this process.
+    import clawgym_ros.training.policies  # noqa: F401
+
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     return root
 
