@@ -445,21 +445,20 @@ def _expert_episodes(n: int, event: str = "object_drop", replans: int | None = N
     from clawgym_ros.tasks import expert as E
 
     out = []
-    make = E.make_perturbations
     saved = PP.MAX_REPLANS
+    # the event as a mixture cell gives it: a perturbation override in the spec's options
+    options = {"perturbation": {C.FAMILY_DISTURBANCE: {"event": event}}}
     try:
-        E.make_perturbations = lambda spec: {C.FAMILY_DISTURBANCE: P.make(
-            C.FAMILY_DISTURBANCE, {"intensity": 1.0, "seed": 0, "event": event})}
         if replans is not None:
             PP.MAX_REPLANS = replans
         for i in range(n):
             spec = EpisodeSpec(index=i, seed=first_seed + i, task="pick_place",
-                               family=C.FAMILY_DISTURBANCE, intensity=1.0)
+                               family=C.FAMILY_DISTURBANCE, intensity=1.0, options=options)
             expert = PP.PickPlaceExpert(spec, PP.PickPlace(), PP.PickPlaceEnv)
+            assert expert.perturbations[C.FAMILY_DISTURBANCE].config.event == event
             record = E.run_expert(expert, PP.PickPlaceExpert.run)
             out.append((record, expert.env.watch.record()))
     finally:
-        E.make_perturbations = make
         PP.MAX_REPLANS = saved
     return out
 
@@ -529,9 +528,6 @@ def test_a_mixture_cell_names_its_event_for_the_episodes_it_plans(tmp_path):
     ("{task: pick_place, family: disturbance, intensity: 1.0, event: gps_outage}",
      "mixture[0].event='gps_outage' is invalid; allowed: one of object_drop, object_displace, "
      "goal_move, arm_push or any (supported by pick_place)"),
-    ("{task: pick_place, family: disturbance, intensity: 1.0, event: goal_move}",
-     "mixture[0].event='goal_move' is invalid; allowed: object_drop (the family's default) "
-     "for pick_place: its expert takes no other event yet"),
     ("{task: gps_nav, family: disturbance, intensity: 1.0, event: quake}",
      "mixture[0].event='quake' is invalid; allowed: one of gps_outage or any (supported by "
      "gps_nav)")])
@@ -566,6 +562,30 @@ def test_gps_outage_demonstrations_from_the_gps_nav_expert(tmp_path, capsys):
     (episodes,) = (tmp_path / "run").rglob("episodes.jsonl")
     (row,) = [json.loads(line) for line in episodes.read_text().splitlines()]
     assert row["perturbation"]["disturbance.event"] == 4.0 and row["stages"][-1] == "arrive"
+
+
+def test_pick_place_demonstrations_under_each_arm_event(tmp_path, capsys):
+    """Mixture cells naming pick_place's other events (the object displaced after the grasp,
+    the goal moved, the arm pushed): the expert runs each one as named, replans and its
+    episodes pass the dual sign-off."""
+    import json
+
+    from clawgym_ros.cli import main
+    from clawgym_ros.perturbations.disturbance import EVENTS
+
+    events = ("object_displace", "goal_move", "arm_push")
+    mix = tmp_path / "mix.yaml"
+    mix.write_text("mixture:\n" + "".join(
+        f"  - {{task: pick_place, template: cube, family: disturbance, intensity: 1.0, "
+        f"event: {e}}}\n" for e in events))
+    assert main(["synth", "--mixture", str(mix), "--episodes", "3", "--seed", "5",
+                 "--workers", "1", "--out", str(tmp_path / "run")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["accepted"] == 3, summary
+    (episodes,) = (tmp_path / "run").rglob("episodes.jsonl")
+    rows = [json.loads(line) for line in episodes.read_text().splitlines()]
+    assert sorted(EVENTS[int(r["perturbation"]["disturbance.event"])] for r in rows) == \
+        sorted(events)
 
 
 def test_disturbed_expert_episodes_are_signed_off_with_only_the_events_allowances():

@@ -84,16 +84,9 @@ def synthesize(request: SynthRequest, progress: ProgressCallback | None = None,
         if cell.family == C.FAMILY_DISTURBANCE:     # the task must support the event
             from clawgym_ros.perturbations.disturbance import DisturbanceConfig, check_event
 
-            default = DisturbanceConfig().event
-            if not cell.event:
-                check_event(default, task, f"mixture[{i}].disturbance.event")
-            else:
-                check_event(cell.event, task, f"mixture[{i}].event")
-                if task.arm_expert and cell.event != default:
-                    # The arm experts set their perturbations up from the family alone.
-                    raise ConfigError(f"mixture[{i}].event", cell.event,
-                                      f"{default} (the family's default) for {task.name}: "
-                                      "its expert takes no other event yet")
+            check_event(cell.event or DisturbanceConfig().event, task,
+                        f"mixture[{i}].event" if cell.event
+                        else f"mixture[{i}].disturbance.event")
     options: dict[str, Any] = dict(request.options)
     if request.images:
         options["images"] = True

@@ -90,12 +90,16 @@ def world(env_cls: type[TaskEnv], template: str) -> tuple[TaskEnv, OmplPlanner]:
 
 
 def make_perturbations(spec: EpisodeSpec) -> dict[str, Any]:
-    """The perturbation cores of ``spec`` (none, or its family at its intensity)."""
+    """The perturbation cores of ``spec`` (none, or its family at its intensity, with the
+    family's fields from ``spec.options["perturbation"]``, e.g. a mixture cell's
+    disturbance ``event``)."""
     if spec.family == C.FAMILY_NONE or spec.intensity <= 0.0:
         return {}
     from clawgym_ros.perturbations import make
 
-    return {spec.family: make(spec.family, {"intensity": float(spec.intensity), "seed": 0})}
+    overrides = dict(dict(spec.options.get("perturbation", {})).get(spec.family, {}))
+    return {spec.family: make(spec.family, {"intensity": float(spec.intensity), "seed": 0,
+                                            **overrides})}
 
 
 def wrap_env(env: TaskEnv, perturbations: Mapping[str, Any]) -> Any:
