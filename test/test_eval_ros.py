@@ -289,26 +289,29 @@ def test_sim_node_refuses_an_unknown_task_or_template(params, named):
     assert code == 2 and len(lines) == 1 and named in lines[0], lines
 
 
-def test_ros_eval_of_a_checkpoint_the_world_cannot_feed_is_one_line(checkpoint, tmp_path,
-                                                                     capsys):
-    """`clawgym eval --mode ros` of a place_goal checkpoint on peg_insert: policy_node exits
-    2 at start and the evaluation ends at once with its line (exit 2), not after a timeout."""
-    pytest.importorskip("rclpy")
-    import time
-
+def test_eval_of_a_checkpoint_the_world_cannot_feed_is_one_line(checkpoint, tmp_path, capsys):
+    """`clawgym eval` of a place_goal checkpoint on a suite with peg_insert, in either mode: one
+    line naming the task and the key, exit 2, before any episode runs (in-process it used to
+    fail after the earlier tasks' episodes; over ROS, when policy_node exited) and no report."""
+    from clawgym_ros import constants as C
+    from clawgym_ros.artifacts import ArtifactStore
     from clawgym_ros.cli import main
 
     root, ckpt = checkpoint
     suite = tmp_path / "peg.yaml"
-    suite.write_text(TASK_SUITE.replace("pick_place", "peg_insert")
-                     .replace("[cube, stack]", "[round_peg]"))
-    start = time.monotonic()
-    code = main(["eval", "--checkpoint", ckpt[:12], "--suite", str(suite), "--seed", "1",
-                 "--out", str(root), "--mode", "ros", "--world", "task"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1, err
-    assert "policy_node exited with status 2" in err[0] and "'place_goal'" in err[0], err
-    assert time.monotonic() - start < 25
+    suite.write_text(TASK_SUITE.replace(
+        "    templates: [cube, stack]\n",
+        "    templates: [cube]\n  - task: peg_insert\n    templates: [round_peg]\n"))
+    reports = ArtifactStore(root).list(C.KIND_REPORT)
+    for mode in ("in_process", "ros"):
+        code = main(["eval", "--checkpoint", ckpt[:12], "--suite", str(suite), "--seed", "1",
+                     "--out", str(root), "--mode", mode, "--world", "task"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1, err
+        assert "task='peg_insert' is invalid; allowed: a task whose world gives every " \
+            f"observation checkpoint {ckpt[:12]} reads: it reads 'place_goal', which " \
+            "peg_insert has not" in err[0], err
+    assert ArtifactStore(root).list(C.KIND_REPORT) == reports
 
 
 #: gps_nav's whole observation. ``odom`` is the env's wheel odometry, which sim_node publishes

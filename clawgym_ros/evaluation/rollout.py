@@ -146,10 +146,9 @@ class PolicySource:
         torch.set_num_threads(1)
         return load_policy(ArtifactStore(self.run_dir), self.ref)
 
-    def tasks(self) -> tuple[str, ...] | None:
-        """The tasks a task-conditioned checkpoint (``clawgym train --sequence``) was trained
-        on, from the layout its config.json records (read without torch); None for any other
-        policy, and for a checkpoint that cannot be read (loading it says why)."""
+    def _meta(self) -> dict[str, Any] | None:
+        """The checkpoint's config.json at its last step (read without torch); None for a
+        scripted policy and for a checkpoint that cannot be read (loading it says why)."""
         if self.kind != POLICY_CHECKPOINT:
             return None
         import json
@@ -164,30 +163,73 @@ class PolicySource:
                 return None
             meta = json.loads((artifact.path / step / C.FILE_CHECKPOINT_CONFIG).read_text(
                 encoding="utf-8"))
-            tasks = meta["layout"]["tasks"] if meta["policy_spec"]["type"] == C.POLICY_TASK_MLP \
-                else None
-        except (ClawgymError, OSError, ValueError, KeyError, TypeError):
+        except (ClawgymError, OSError, ValueError):
+            return None
+        return meta if isinstance(meta, dict) else None
+
+    def tasks(self) -> tuple[str, ...] | None:
+        """The tasks a task-conditioned checkpoint (``clawgym train --sequence``) was trained
+        on, from the layout its config.json records; None for any other policy, and for a
+        checkpoint that cannot be read (loading it says why)."""
+        meta = self._meta()
+        try:
+            tasks = meta["layout"]["tasks"] if meta and \
+                meta["policy_spec"]["type"] == C.POLICY_TASK_MLP else None
+        except (KeyError, TypeError):
             return None
         return tuple(str(t) for t in tasks) if isinstance(tasks, list) else None
 
-    def check_tasks(self, tasks: Sequence[str], source: str) -> None:
-        """Refuse tasks a task-conditioned checkpoint was not trained on (before anything
-        runs or is written).
+    def observation_keys(self) -> tuple[str, ...] | None:
+        """The observation keys a checkpoint reads (its recorded ``obs_spec``); None for a
+        scripted policy, a task-conditioned checkpoint (each task fills its own keys) and a
+        checkpoint that cannot be read."""
+        meta = self._meta()
+        if not meta or self.tasks() is not None:
+            return None
+        try:
+            return tuple(str(key) for key, _ in meta["obs_spec"])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def check_tasks(self, tasks: Sequence[str], source: str, world: str = WORLD_AUTO
+                    ) -> None:
+        """Refuse tasks the policy cannot run (before anything runs or is written): a task a
+        task-conditioned checkpoint was not trained on; a task whose world (``world``
+        option) does not observe a key the checkpoint reads (e.g. a pick_place checkpoint,
+        which reads ``place_goal``, on peg_insert).
 
         Args:
             tasks: the tasks of the episodes to run.
             source: where they come from, for the message (e.g. ``suite nominal``).
 
         Raises:
-            ConfigError: naming the first such task and the checkpoint's tasks.
+            ConfigError: naming the first such task and what the policy needs.
         """
         served = self.tasks()
-        if served is None:
+        if served is not None:
+            for task in tasks:
+                if task not in served:
+                    raise ConfigError("task", task, f"one of the tasks checkpoint "
+                                      f"{self.ref[:12]} was trained on: {', '.join(served)}",
+                                      source)
             return
-        for task in tasks:
-            if task not in served:
-                raise ConfigError("task", task, f"one of the tasks checkpoint {self.ref[:12]} "
-                                  f"was trained on: {', '.join(served)}", source)
+        needed = self.observation_keys()
+        if not needed:
+            return
+        from clawgym_ros.evaluation.ros_mode import SENSOR_OBSERVATION_KEYS
+        from clawgym_ros.tasks.registry import get_task, task_state_keys
+
+        by_task = task_state_keys()
+        for task in dict.fromkeys(tasks):
+            given = SENSOR_OBSERVATION_KEYS[get_task(task).scene]
+            if resolve_world(task, world) == WORLD_TASK:
+                given = (*given, *by_task.get(task, ()))
+            missing = [k for k in needed if k not in given]
+            if missing:
+                raise ConfigError("task", task, f"a task whose world gives every observation "
+                                  f"checkpoint {self.ref[:12]} reads: it reads "
+                                  f"{missing[0]!r}, which {task} has not (it gives "
+                                  f"{', '.join(given)})", source)
 
 
 # ---------------------------------------------------------------------------------------------

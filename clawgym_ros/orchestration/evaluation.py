@@ -64,9 +64,10 @@ def run_evaluation(cfg: EvalConfig, source: PolicySource, run_dir: str | Path,
     if suite.max_steps and not options.max_steps:
         options = dataclasses.replace(options, max_steps=suite.max_steps)
     specs = expand(suite, cfg.seed)
-    # A task-conditioned checkpoint (train --sequence) knows its tasks: another is refused here,
-    # before a worker starts or anything is written.
-    source.check_tasks([s.task for s in specs], f"suite {suite.name}")
+    # A task-conditioned checkpoint (train --sequence) knows its tasks, any checkpoint the keys
+    # it observes: a task it cannot run is refused here, before a worker starts or anything
+    # is written (not after the episodes of the tasks before it ran).
+    source.check_tasks([s.task for s in specs], f"suite {suite.name}", options.world)
     if cfg.mode == C.EVAL_MODES[0]:
         from clawgym_ros.evaluation.workers import run_specs
 
