@@ -151,6 +151,27 @@ def test_recorder_builds_a_valid_record_and_checks_shapes():
                  joint_velocity=[0, 0], joint_effort=[0, 0])
 
 
+def test_recorder_rows_are_the_flattened_float64_steps():
+    # rows are stacked once at the end: (2, 7) poses become 14 columns, lists and ints become
+    # float64, an observation-free episode keeps its actions, (d,) and (1, d) rows mix
+    rec = EpisodeRecorder(spec(), ["a"])
+    poses = [np.arange(14.0).reshape(2, 7) * k for k in range(3)]
+    for k in range(3):
+        rec.step(0.1 * k, obs={C.OBS_OBJECT_POSES: poses[k]},
+                 action={C.ACT_GRIPPER: [k] if k != 1 else np.array([[k]])},
+                 joint_position=[k], joint_velocity=np.float32(0.5), joint_effort=[0])
+    record = rec.finish(success=True)
+    assert record.observations[C.OBS_OBJECT_POSES].tolist() == \
+        [p.reshape(-1).tolist() for p in poses]
+    assert record.actions[C.ACT_GRIPPER].tolist() == [[0.0], [1.0], [2.0]]
+    assert record.joint_velocity.dtype == np.float64 and record.joint_velocity.shape == (3, 1)
+    bare = EpisodeRecorder(spec(), ["a"])
+    for k in range(2):
+        bare.step(0.1 * k, obs={}, action={C.ACT_GRIPPER: k}, joint_position=[k],
+                  joint_velocity=[0], joint_effort=[0])
+    assert bare.finish(success=True).actions[C.ACT_GRIPPER].tolist() == [[0.0], [1.0]]
+
+
 # --- grammar ---------------------------------------------------------------------------------
 
 

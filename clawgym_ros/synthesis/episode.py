@@ -269,6 +269,14 @@ def ordered_keys(keys: Mapping[str, Any] | Sequence[str], canonical: Sequence[st
     return [k for k in canonical if k in present] + sorted(present - set(canonical))
 
 
+def _rows(values: list[np.ndarray]) -> np.ndarray:
+    """(T, d): one flattened row per recorded step (one array built in C, not T stacked)."""
+    try:
+        return np.array(values, dtype=np.float64).reshape(len(values), -1)
+    except ValueError:      # shapes differ between steps (e.g. (d,) and (1, d)): flatten each
+        return np.stack([v.reshape(-1) for v in values])
+
+
 class EpisodeRecorder:
     """Builds an :class:`EpisodeRecord` step by step (what an expert calls in its loop).
 
@@ -310,17 +318,22 @@ class EpisodeRecorder:
              contact_force: float = 0.0, collision: bool = False, energy: float | None = None,
              images: Mapping[str, np.ndarray] | None = None) -> None:
         """Append one control step (the same keys every step)."""
-        if self._time and (obs.keys() != self._obs.keys()
-                           or action.keys() != self._act.keys()):
+        first = not self._time
+        if not first and (obs.keys() != self._obs.keys() or action.keys() != self._act.keys()):
             raise EpisodeError(f"step {len(self._time)}: observation/action keys changed")
+        # rows as given (float64, not flattened: _rows does both once, at the end)
         self._time.append(float(time))
-        self._q.append(np.asarray(joint_position, dtype=np.float64).reshape(-1))
-        self._dq.append(np.asarray(joint_velocity, dtype=np.float64).reshape(-1))
-        self._tau.append(np.asarray(joint_effort, dtype=np.float64).reshape(-1))
-        for key, value in obs.items():
-            self._obs.setdefault(key, []).append(np.asarray(value, np.float64).reshape(-1))
-        for key, value in action.items():
-            self._act.setdefault(key, []).append(np.asarray(value, np.float64).reshape(-1))
+        self._q.append(np.asarray(joint_position, dtype=np.float64))
+        self._dq.append(np.asarray(joint_velocity, dtype=np.float64))
+        self._tau.append(np.asarray(joint_effort, dtype=np.float64))
+        if not first:
+            for key, value in obs.items():
+                self._obs[key].append(np.asarray(value, np.float64))
+            for key, value in action.items():
+                self._act[key].append(np.asarray(value, np.float64))
+        else:
+            self._obs = {key: [np.asarray(value, np.float64)] for key, value in obs.items()}
+            self._act = {key: [np.asarray(value, np.float64)] for key, value in action.items()}
         self._force.append(float(contact_force))
         self._collision.append(bool(collision))
         if energy is not None:
@@ -352,10 +365,10 @@ class EpisodeRecorder:
             raise EpisodeError("energy must be given at every step or never")
         record = EpisodeRecord.from_spec(
             self.spec, template=self.template, time=np.array(self._time),
-            joint_names=self.joint_names, joint_position=np.stack(self._q),
-            joint_velocity=np.stack(self._dq), joint_effort=np.stack(self._tau),
-            observations={k: np.stack(v) for k, v in self._obs.items()},
-            actions={k: np.stack(v) for k, v in self._act.items()},
+            joint_names=self.joint_names, joint_position=_rows(self._q),
+            joint_velocity=_rows(self._dq), joint_effort=_rows(self._tau),
+            observations={k: _rows(v) for k, v in self._obs.items()},
+            actions={k: _rows(v) for k, v in self._act.items()},
             contact_force=np.array(self._force), collision=np.array(self._collision),
             energy=np.array(self._energy) if self._energy else None,
             images={k: np.stack(v) for k, v in self._images.items()},
