@@ -276,3 +276,43 @@ def test_policy_layout_is_checked_against_what_the_topics_give():
         assert where in err.value.allowed and "\n" not in str(err.value)
     with pytest.raises(ConfigError, match="'imu'"):
         policy_task_keys(_Layout(C.OBS_IMU), "ck", C.SCENE_TABLETOP, ("pick_place",), "")
+
+
+@pytest.mark.parametrize("family", ["none", "dynamics"])
+def test_scene_world_state_is_what_forward_kinematics_of_the_joints_gives(family):
+    """The scene world scores the backend's state; the ROS evaluator rebuilds it from joint
+    states by forward kinematics on the nominal model. Bit for bit the same, each step (also
+    under the dynamics family, which changes masses, damping and gains, not the kinematics)."""
+    import gymnasium as gym
+
+    import clawgym_ros.sim  # noqa: F401
+    from clawgym_ros.evaluation.observation import ObservationAssembler
+    from clawgym_ros.evaluation.rollout import perturbations_of, scene_env_of
+    from clawgym_ros.evaluation.suites import expand, parse_suite
+    from clawgym_ros.perturbations.wrappers import wrap
+
+    cells = {"nominal": True} if family == "none" else \
+        {"sweeps": [{"family": family, "intensities": [1.0]}]}
+    spec = expand(parse_suite({"name": "fk", "seed": 4, "episodes_per_cell": 1,
+                               "tasks": [{"task": "pick_place", "templates": ["cube"]}],
+                               "cells": cells}, "fk"))[-1]
+    assert (family in spec.families) == (family != "none")
+    env = gym.make(scene_env_of("pick_place")).unwrapped
+    perturbations = perturbations_of(spec)
+    wrapped = wrap(env, perturbations) if perturbations else env
+    assembler = ObservationAssembler(C.SCENE_TABLETOP)
+    rng = np.random.default_rng(0)
+    try:
+        obs, _ = wrapped.reset(seed=spec.seed)
+        for _ in range(40):
+            q = obs[C.OBS_JOINT_POS] + rng.uniform(-0.05, 0.05, 7)
+            obs, *_ = wrapped.step({C.ACT_JOINT_TARGET: q,
+                                    C.ACT_GRIPPER: rng.uniform(0.0, 0.08, 1)})
+            backend = env.backend
+            names, pos, vel, _ = backend.joint_state()
+            rebuilt = assembler.joints(names, pos, vel)
+            state = backend.observation(cameras=())
+            for key, value in rebuilt.items():
+                assert np.array_equal(value, state[key]), key
+    finally:
+        wrapped.close()

@@ -36,7 +36,6 @@ import numpy as np
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_choice, check_int, check_range
 from clawgym_ros.errors import ConfigError
-from clawgym_ros.evaluation.observation import ObservationAssembler
 from clawgym_ros.evaluation.protocol import Policy, start_episode
 from clawgym_ros.evaluation.records import EpisodeResult, EpisodeSeries, SkillCall
 from clawgym_ros.evaluation.suites import EpisodeSpec
@@ -537,7 +536,6 @@ class Runner:
         self.actions: list[dict[str, np.ndarray]] = []
         self.timing = EpisodeTiming()
         self._envs: dict[tuple[str, str], Any] = {}
-        self._assembler: ObservationAssembler | None = None
 
     def _env(self, spec: EpisodeSpec, world: str) -> tuple[Any, int]:
         import gymnasium as gym
@@ -594,21 +592,11 @@ class Runner:
         backend = base.backend
         scorer = EpisodeScorer(spec, backend.control_dt, joint_limits(scene_of(spec.task)),
                                max_force, self.options.rate_hz)
-        if tracker is not None:
-            # The scene world scores the state the ROS evaluator rebuilds from ground-truth
-            # topics (tool pose by forward kinematics), so both paths score identically.
-            # One assembler per runner: its FK model is compiled once, not per episode.
-            if self._assembler is None:
-                self._assembler = ObservationAssembler(C.SCENE_TABLETOP)
-            assembler = self._assembler
-
-            def true_state() -> dict[str, np.ndarray]:
-                names, pos, vel, _ = backend.joint_state()
-                out = assembler.joints(names, pos, vel)
-                out[C.OBS_OBJECT_POSES] = np.array(list(backend.object_poses().values()))
-                return out
-        else:
-            true_state = getattr(base, "true_state", None)
+        # The scene world scores the backend's state. It is what the ROS evaluator rebuilds
+        # from ground-truth topics (tool pose by forward kinematics of the reported joints) bit
+        # for bit: the backend refreshes its kinematics after every step and no perturbation
+        # or calibration changes the arm's kinematic tree (test_eval_rollout checks it).
+        true_state = None if tracker is not None else getattr(base, "true_state", None)
         state = true_state() if true_state else backend.observation(cameras=())
         scorer.observe(backend.time, state)
         if tracker is not None:
