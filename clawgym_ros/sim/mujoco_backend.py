@@ -236,6 +236,10 @@ class MujocoBackend(SimBackend):
             d.sensordata
         self._ctrl_lo = m.actuator_ctrlrange[:, 0].copy()
         self._ctrl_hi = m.actuator_ctrlrange[:, 1].copy()
+        # the arm's slices of the command and its limits, and the finger qpos addresses
+        self._cmd_q, self._cmd_dq = self._cmd[:7], self._cmd[7:14]
+        self._q_lo, self._q_hi = self._ctrl_lo[:7], self._ctrl_hi[:7]
+        self._fingers = tuple(int(a) for a in self.index.finger_qpos)
         self.reset(0)
 
     def _wanted_calibration(self) -> Any:
@@ -484,14 +488,18 @@ class MujocoBackend(SimBackend):
         cmd = self._cmd
         if self.is_arm:
             if C.ACT_JOINT_TARGET in action:
-                np.minimum(action[C.ACT_JOINT_TARGET], self._ctrl_hi[:7], out=cmd[:7])
-                np.maximum(cmd[:7], self._ctrl_lo[:7], out=cmd[:7])
-                cmd[7:14] = 0.0
+                q = self._cmd_q
+                np.minimum(action[C.ACT_JOINT_TARGET], self._q_hi, out=q)
+                np.maximum(q, self._q_lo, out=q)
+                if C.ACT_JOINT_VEL not in action:
+                    self._cmd_dq[:] = 0.0
             if C.ACT_JOINT_VEL in action:
-                cmd[7:14] = action[C.ACT_JOINT_VEL]
+                self._cmd_dq[:] = action[C.ACT_JOINT_VEL]
             if C.ACT_GRIPPER in action:
-                width = float(np.asarray(action[C.ACT_GRIPPER]).reshape(-1)[0])
-                cmd[14:16] = min(max(width, 0.0), S.GRIPPER_MAX_WIDTH) / 2
+                g = action[C.ACT_GRIPPER]
+                width = float(g[0] if type(g) is np.ndarray and g.ndim == 1
+                              else np.asarray(g).reshape(-1)[0])
+                cmd[14] = cmd[15] = min(max(width, 0.0), S.GRIPPER_MAX_WIDTH) / 2
         elif C.ACT_BASE_TWIST in action:
             v, w = (float(x) for x in np.asarray(action[C.ACT_BASE_TWIST]).reshape(-1)[:2])
             half = S.WHEEL_SEPARATION / 2
@@ -547,7 +555,8 @@ class MujocoBackend(SimBackend):
         obs = {C.OBS_JOINT_POS: qpos[idx.arm_qpos].copy(),
                C.OBS_JOINT_VEL: self._qvel[idx.arm_dof].copy()}
         if self.is_arm:
-            obs[C.OBS_GRIPPER] = np.array([qpos[idx.finger_qpos].sum()])
+            f0, f1 = self._fingers          # as ndarray.sum of the two: 0.0 + a + b
+            obs[C.OBS_GRIPPER] = np.array([0.0 + qpos[f0] + qpos[f1]])
             obs[C.OBS_OBJECT_POSES] = qpos[idx.object_qpos].reshape(-1, 7).copy()
             obs[C.OBS_TOOL_POSE] = self.tool_pose()
         else:

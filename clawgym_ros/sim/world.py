@@ -143,21 +143,22 @@ def contact_summary(data: Any, flagged: np.ndarray) -> tuple[float, bool]:
     con = data.contact
     efc = con.efc_address.tolist()
     dist = con.dist.tolist()
-    efc_force = data.efc_force
+    efc_force = data.efc_force.tolist()
     force, active, unintended = 0.0, False, False
     geoms = None
     for i in range(n):
         row = efc[i]
         if row < 0:
             continue
-        value = abs(float(efc_force[row]))
+        value = abs(efc_force[row])
         if not active or value > force or value != value:
             force = value if force == force else force      # a NaN stays
         active = True
         if not unintended and dist[i] <= 0.0:
             if geoms is None:
-                geoms = con.geom
-            unintended = bool(flagged[geoms[i, 0], geoms[i, 1]])
+                geoms = con.geom.tolist()
+            g1, g2 = geoms[i]
+            unintended = bool(flagged[g1, g2])
     return force, unintended
 
 
