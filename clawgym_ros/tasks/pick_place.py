@@ -241,14 +241,20 @@ class PickPlaceGoal:
         """Whether ``p``'s object centre lies over its target region."""
         xy = poses[p.index, :2]
         if p.on_object >= 0:
-            return (float(np.linalg.norm(xy - poses[p.on_object, :2])) <= 0.015
+            return (_norm(xy - poses[p.on_object, :2]) <= 0.015
                     and self.in_bin(poses[p.on_object]))
         return self.in_bin(poses[p.index])
 
     def in_bin(self, pose: np.ndarray) -> bool:
         """Whether a centre lies at least 1 cm inside the goal bin's inner walls."""
-        d = np.abs(pose[:2] - np.array(self.center))
-        return bool(np.all(d <= self.half_inner - 0.01))
+        (cx, cy), lim = self.center, self.half_inner - 0.01     # per step: Python floats
+        return abs(float(pose[0]) - cx) <= lim and abs(float(pose[1]) - cy) <= lim
+
+
+def _norm(v: np.ndarray) -> float:
+    """``float(np.linalg.norm(v))`` of a 1-D float vector, without its per-call overhead (the
+    same computation: the square root of ``v.dot(v)``; stage checks run every step)."""
+    return math.sqrt(v.dot(v))
 
 
 def _upright(quat: np.ndarray, max_tilt: float = math.radians(25)) -> bool:
@@ -276,7 +282,7 @@ class PickPlaceTracker(StageTracker):
         width = float(state[C.OBS_GRIPPER][0])
         tool = state[C.OBS_TOOL_POSE][:3]
         obj = state[C.OBS_OBJECT_POSES][p.index]
-        close = float(np.linalg.norm(tool - obj[:3])) <= p.radius + 0.02
+        close = _norm(tool - obj[:3]) <= p.radius + 0.02
         return 0.004 < width < p.grasp_width + 0.008 and close
 
     def _stage_view(self, index: int, state: Mapping[str, np.ndarray]):
@@ -290,7 +296,7 @@ class PickPlaceTracker(StageTracker):
     def check(self, index: int, state: Mapping[str, np.ndarray]) -> bool:
         p, stage, poses, obj, tool, width = self._stage_view(index, state)
         if stage == "reach":
-            near = float(np.linalg.norm(tool[:2] - obj[:2])) <= p.radius + 0.01
+            near = _norm(tool[:2] - obj[:2]) <= p.radius + 0.01
             return near and tool[2] <= obj[2] + p.half_height + 0.03 and \
                 width >= p.grasp_width + 0.01
         if stage == "grasp":
