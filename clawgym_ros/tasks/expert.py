@@ -347,6 +347,7 @@ class ArmExpert:
         self.gripper_cmd = float(self.obs[C.OBS_GRIPPER][0])
         self.q_cmd = self.obs[C.OBS_JOINT_POS].copy()
         self.phase = ""
+        self._recorded: tuple[str, ...] | None = None       # observation keys recorded
         self.physics_time = 0.0
         self.planning_time = 0.0
         for name in info.get("stages_reached", []):
@@ -389,14 +390,20 @@ class ArmExpert:
         images = None
         if self.options.images:
             images = {C.CAMERA_WRIST: b.render(C.CAMERA_WRIST)}
-        recorded = ARM_OBS_KEYS + tuple(k for k in GOAL_OBS_KEYS if k in obs)
+        recorded = self._recorded
+        if recorded is None:            # the same keys every step
+            recorded = self._recorded = ARM_OBS_KEYS + tuple(k for k in GOAL_OBS_KEYS
+                                                             if k in obs)
+        energy = b.data.energy
         self.rec.step(t, obs={k: obs[k] for k in recorded}, action=action,
                       joint_position=pos, joint_velocity=vel, joint_effort=eff,
                       contact_force=info["contact_force"], collision=info["collision"],
-                      energy=float(b.data.energy[0] + b.data.energy[1]), images=images)
-        for name in [*self._prior_stages, *info.get("new_stages", [])]:
-            self.rec.stage(name, t)
-        self._prior_stages = []
+                      energy=float(energy[0] + energy[1]), images=images)
+        new = info.get("new_stages")
+        if new or self._prior_stages:
+            for name in [*self._prior_stages, *(new or [])]:
+                self.rec.stage(name, t)
+            self._prior_stages = []
 
     def run_path(self, positions: np.ndarray, velocities: np.ndarray,
                  gripper: np.ndarray | None = None, on_step: Any = None) -> None:
