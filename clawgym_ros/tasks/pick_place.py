@@ -559,7 +559,7 @@ class PickPlaceEnv(TaskEnv):
             return np.zeros(3)
         k = min(len(self.tracker.reached) // len(STAGES), len(goal.placements) - 1)
         p = goal.placements[k]
-        xy = goal.target_xy(p, poses)
+        xy = goal.target_xy(p, poses) if p.on_object >= 0 else goal.center   # (per step)
         return np.array([xy[0], xy[1], goal.rest_z(p, poses)], dtype=np.float64)
 
 
