@@ -1,7 +1,8 @@
 """The arm experts' time-optimal timing (issue 24): ``optimal_path`` stays within the joint
 velocity and acceleration limits and the tool speed, ends at rest on the last waypoint and is
 shorter than the quintic scaling; a pick_place episode with ``timing=optimal`` is signed off
-and shorter; ``clawgym synth --option`` refuses bad names and values with exit 2."""
+and shorter; ``clawgym synth --option`` refuses bad names and values with exit 2; the synthesis
+benchmark's physics-only pass replays the same physics."""
 
 from __future__ import annotations
 
@@ -60,6 +61,21 @@ def test_optimal_pick_place_episode_is_signed_off_and_shorter():
     assert default.outcome.success and optimal.outcome.success
     assert not signoff(optimal), [r.code for r in signoff(optimal)]
     assert optimal.num_steps < 0.8 * default.num_steps
+
+
+def test_bench_synth_replays_the_physics_alone_to_the_recorded_state():
+    # clawgym bench synth's in-process measurement on two episodes: the physics-only pass (the
+    # recorded actions through the backend's step from the expert's reset) ends in the
+    # recorded joint state, and an episode costs more than its physics alone
+    from clawgym_ros.bench.synth import _episodes
+
+    task = get_task(C.TASK_PICK_PLACE)
+    specs = [EpisodeSpec(index=i, seed=5 + i, task=task.name, template="cube")
+             for i in range(2)]
+    out = _episodes(specs, task.signoff())
+    assert out["physics_only"]["episodes"] == 2
+    assert out["physics_only"]["same_final_state"]
+    assert out["cpu_to_physics_only_ratio"] > 1.0 and out["wall_to_physics_ratio"] > 1.0
 
 
 @pytest.mark.parametrize("option, field", [

@@ -32,6 +32,8 @@ OPTIMAL_OPTIONS = {"timing": "optimal", "acceleration_scale": 2.0}
 #: Targets of issue 24 (synthesis near the physics bound).
 TARGET_DEMOS_PER_CORE_HOUR = 25_000
 TARGET_WALL_TO_PHYSICS = 1.2
+#: Episodes of each measurement whose physics alone is replayed (``cpu_to_physics_only_ratio``).
+PHYSICS_ONLY_EPISODES = 40
 
 
 def bench_synth(quick: bool = False, seed: int = 0) -> dict[str, Any]:
@@ -91,11 +93,17 @@ def _episodes(specs: list[Any], signoff: Any) -> dict[str, Any]:
     n, accepted = len(specs), 0
     reasons: dict[str, int] = {}
     gen_s = signoff_s = encode_s = 0.0
+    kept: list[Any] = []            # the first PHYSICS_ONLY_EPISODES, replayed physics-only
+    kept_cpu = 0.0
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for spec in specs:
         t0 = time.perf_counter()
+        before = E.TIMING["episode_cpu_s"]
         record = generate_any(spec)
         t1 = time.perf_counter()
+        if len(kept) < PHYSICS_ONLY_EPISODES:
+            kept.append((spec, record))
+            kept_cpu += E.TIMING["episode_cpu_s"] - before
         rejections = signoff(record)
         t2 = time.perf_counter()
         if not rejections:
@@ -114,6 +122,8 @@ def _episodes(specs: list[Any], signoff: Any) -> dict[str, Any]:
     def ms(seconds: float) -> float:
         return round(1000 * seconds / n, 2)
 
+    only = _physics_only(kept)
+
     return {
         "episodes": n, "accepted": accepted, "yield": round(accepted / n, 4),
         "rejected_by_reason": dict(sorted(reasons.items())),
@@ -121,6 +131,11 @@ def _episodes(specs: list[Any], signoff: Any) -> dict[str, Any]:
         "validated_demos_per_core_hour": round(accepted / cpu * 3600.0, 1),
         # episode wall time (expert + world + planning + physics, after reset) over mj_step's
         "wall_to_physics_ratio": round(episode / physics, 3) if physics else None,
+        # the same in CPU time against the physics alone (the first episodes' recorded actions
+        # through the backend's step, nothing else): robust to other load on the machine
+        "cpu_to_physics_only_ratio": round(kept_cpu / only["cpu_s"], 3)
+        if only["cpu_s"] else None,
+        "physics_only": {k: v for k, v in only.items() if k != "cpu_s"},
         "physics_s": round(physics, 3),
         "control_steps_per_demo": round(t["steps"] / n, 1),
         # if a demonstration cost only its physics (the rate over physics' share of the loop's
@@ -135,6 +150,38 @@ def _episodes(specs: list[Any], signoff: Any) -> dict[str, Any]:
         "per_step_us": {"physics": round(1e6 * physics / steps, 1),
                         "expert_world": round(1e6 * (episode - physics - planning) / steps, 1)},
     }
+
+
+def _physics_only(episodes: list[Any]) -> dict[str, Any]:
+    """CPU time of only the physics of ``episodes`` ((spec, record) pairs): each spec's world
+    reset as its expert resets it, then the record's actions through the backend's step (as
+    the in-loop physics: command, ``mj_step``, kinematics) and nothing else. Checks that the
+    replay ends in the recorded joint state (the same physics)."""
+    from clawgym_ros.tasks.expert import ArmExpert
+    from clawgym_ros.tasks.registry import get_task
+    from clawgym_ros.tasks.replay import env_class
+
+    cpu = wall = 0.0
+    steps, same = 0, True
+    for spec, record in episodes:
+        task = get_task(spec.task)
+        backend = ArmExpert(spec, task, env_class(task.env_id)).backend
+        acts = record.actions
+        actions = [{C.ACT_JOINT_TARGET: q, C.ACT_JOINT_VEL: dq, C.ACT_GRIPPER: g}
+                   for q, dq, g in zip(acts[C.ACT_JOINT_TARGET], acts[C.ACT_JOINT_VEL],
+                                       acts[C.ACT_GRIPPER])]
+        c0, w0 = time.process_time(), time.perf_counter()
+        for action in actions:
+            backend.step(action)
+        cpu, wall = cpu + time.process_time() - c0, wall + time.perf_counter() - w0
+        steps += len(actions)
+        same = same and bool((backend.joint_state()[1] == record.joint_position[-1]).all())
+    n = max(len(episodes), 1)
+    return {"episodes": len(episodes), "cpu_s": cpu,
+            "cpu_ms_per_demo": round(1000 * cpu / n, 2),
+            "wall_ms_per_demo": round(1000 * wall / n, 2),
+            "cpu_us_per_step": round(1e6 * cpu / max(steps, 1), 1),
+            "same_final_state": same}
 
 
 def _rendering(specs: list[Any], signoff: Any) -> dict[str, Any]:
