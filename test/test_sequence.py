@@ -264,6 +264,30 @@ def _own_records(run, model, specs, options, task=None):
     return out
 
 
+def test_eval_limit_follows_each_tasks_longest_demonstration(seq2):
+    """eval_steps_factor: each task's episode limit is the factor times its dataset's longest
+    demonstration, at most max_steps; off (0), max_steps for every task (in the report)."""
+    import copy
+
+    from clawgym_ros.training.data import episode_runs
+
+    _, _, run, report = seq2
+    assert report["init"]["max_steps"] == {task: 25 for task in TASKS[:2]}
+    longest = []
+    for td in run.data:
+        starts, ends, _ = episode_runs(td.table.episode)
+        longest.append(int((ends - starts).max()))
+    assert [td.longest for td in run.data] == longest and min(longest) > 25
+    cut = copy.copy(run)
+    cut.cfg = dataclasses.replace(run.cfg, eval_steps_factor=0.0625)    # 1/16, exact
+    limits = [cut.eval_limit(t) for t in range(2)]
+    assert limits == [min(25, -(-n // 16)) for n in longest] and min(limits) < 25
+    cut.cfg = dataclasses.replace(run.cfg, eval_steps_factor=2.0)
+    assert [cut.eval_limit(t) for t in range(2)] == [25, 25]
+    with pytest.raises(ConfigError, match="eval_steps_factor"):
+        dataclasses.replace(run.cfg, eval_steps_factor=-1.0)
+
+
 def test_sequence_checkpoint_runs_in_the_evaluator_with_each_episodes_task(seq2):
     """The evaluator tells a task-conditioned checkpoint each episode's task (set_task): the
     episodes equal the sequence run's own evaluation (same seeds), record for record."""

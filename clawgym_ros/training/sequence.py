@@ -128,6 +128,10 @@ class SequenceConfig:
         default=20, metadata=_help("held-out episodes per task and stage; 0 = no rollouts"))
     max_steps: int = dataclasses.field(
         default=0, metadata=_help("control steps per evaluation episode; 0 = the env's limit"))
+    eval_steps_factor: float = dataclasses.field(
+        default=0.0, metadata=_help("evaluation episode limit of each task: this factor times "
+                                    "its dataset's longest demonstration, at most max_steps "
+                                    "(or the env's limit); 0 = off"))
     val_fraction: float = dataclasses.field(
         default=0.1, metadata=_help("share of each dataset's episodes held out (val loss)"))
     val_samples: int = dataclasses.field(default=2048,
@@ -167,6 +171,7 @@ class SequenceConfig:
         check_int("freeze_layers", self.freeze_layers, 0, 64)
         check_int("eval_episodes", self.eval_episodes, 0, 100_000)
         check_int("max_steps", self.max_steps, 0, 1_000_000)
+        check_range("eval_steps_factor", self.eval_steps_factor, 0.0, 1000.0)
         check_range("val_fraction", self.val_fraction, 0.0, 0.9)
         check_int("val_samples", self.val_samples, 1)
         check_int("num_threads", self.num_threads, 1, 256)
@@ -224,6 +229,7 @@ class TaskData:
     sampler: TableSampler
     cols: np.ndarray
     stats: dict[str, np.ndarray]
+    longest: int = 0                        # control steps of its longest demonstration
     val_obs: torch.Tensor | None = None     # union, raw
     val_action: torch.Tensor | None = None  # raw chunks
 
@@ -283,6 +289,13 @@ def _stats(data_obs: np.ndarray, data_action: np.ndarray, ends: np.ndarray,
     a_std = rel.std(0, unbiased=False).clamp_min(_STD_FLOOR)
     return {"obs_mean": mean.float().numpy(), "obs_std": std.float().numpy(),
             "action_mean": a_mean.float().numpy(), "action_std": a_std.float().numpy()}
+
+
+def _episode_lengths(table: TrainingTable) -> np.ndarray:
+    from clawgym_ros.training.data import episode_runs
+
+    starts, ends, _ = episode_runs(table.episode)
+    return ends - starts
 
 
 def _row_ends(table: TrainingTable) -> np.ndarray:
@@ -533,7 +546,8 @@ class _Run:
             sampler = TableSampler(table, val_fraction=cfg.val_fraction, chunk=cfg.chunk,
                                    seed=cfg.seed, resident_budget_mb=64.0,
                                    batch_size=cfg.batch_size, shift=1)
-            td = TaskData(task, did, table, sampler, cols, stats)
+            td = TaskData(task, did, table, sampler, cols, stats,
+                          longest=int(np.max(_episode_lengths(table), initial=0)))
             val = sampler.validation(cfg.val_samples, cfg.seed)
             if val is not None:
                 td.val_obs = torch.from_numpy(self.layout.to_union(val.obs, t, cols))
@@ -598,19 +612,31 @@ class _Run:
                 schedule="constant", seed=seed, perturbation_seed=seed))
         return specs
 
+    def eval_limit(self, t: int) -> int:
+        """Control steps per evaluation episode of task ``t``: ``max_steps`` or the env's
+        limit, cut to ``eval_steps_factor`` x its longest demonstration when that is set."""
+        from clawgym_ros.tasks.registry import task_entry
+
+        limit = self.cfg.max_steps or task_entry(self.cfg.tasks[t]).max_episode_steps
+        if self.cfg.eval_steps_factor and self.data[t].longest:
+            limit = min(limit, math.ceil(self.cfg.eval_steps_factor * self.data[t].longest))
+        return int(limit)
+
     def evaluate(self, key: str, policy: TaskConditionedMLP) -> dict[str, Any]:
         """Success (held-out seeds) and validation loss of every task (memoized by ``key``)."""
         if key in self.eval_cache:
             return self.eval_cache[key]
         from clawgym_ros.evaluation.rollout import RolloutOptions, Runner
 
-        out: dict[str, Any] = {"success": {}, "val_loss": {}, "episodes": {}}
+        out: dict[str, Any] = {"success": {}, "val_loss": {}, "episodes": {}, "max_steps": {}}
         for t, task in enumerate(self.cfg.tasks):
             out["val_loss"][task] = _r(self.val_loss(policy, t))
             if not self.cfg.eval_episodes:
                 continue
+            limit = self.eval_limit(t) if self.cfg.eval_steps_factor else self.cfg.max_steps
+            out["max_steps"][task] = limit
             runner = Runner(TaskPolicy(policy, self.layout, task, self.action_spec),
-                            RolloutOptions(world="task", max_steps=self.cfg.max_steps,
+                            RolloutOptions(world="task", max_steps=limit,
                                            failure_states=False))
             try:
                 flags = [bool(runner.run(spec).success) for spec in self.episodes(task)]
