@@ -115,7 +115,9 @@ class ResidualPolicy(PolicyModel):
             layers += [nn.Linear(a, b), nn.Tanh()]
         self.trunk = nn.Sequential(*layers)
         self.head = nn.Linear(hidden[-1], spec.act_dim)
-        self._queue: deque[torch.Tensor] = deque()
+        self._queue: deque[Any] = deque()     # torch rows, or numpy rows (RL env)
+        self._numpy_stats: dict[str, np.ndarray] | None = None
+        self._numpy_scale: np.ndarray | None = None
 
     # --------------------------------------------------------------- contract
     def forward(self, obs_n: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
@@ -151,6 +153,41 @@ class ResidualPolicy(PolicyModel):
         predicted = self.base.normalize_action(
             self.base.to_relative(base_action.unsqueeze(1), state))[:, 0]
         return torch.cat([self.base.normalize_obs(state), predicted], dim=1), base_action
+
+    def residual_input_numpy(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`residual_input` for one raw float32 observation vector (obs_dim,), in numpy:
+        ``(x, a_base)`` as float32 vectors, bit for bit the torch values (the same operations
+        on the same operands; the base network itself runs in torch once per chunk). What the
+        RL residual env runs every control step, where torch's per-call overhead on rows of a
+        few dozen values cost more than the arithmetic. Not for images (a base that reads
+        them raises)."""
+        if self.uses_image:
+            raise ClawgymError("residual_input_numpy takes no camera image; use "
+                               "residual_input")
+        base = self.base
+        if self._numpy_stats is None:      # the base is frozen: its buffers never change
+            self._numpy_stats = {name: getattr(base, name).numpy().copy() for name in
+                                 ("obs_mean", "obs_std", "action_mean", "action_std")}
+        stats = self._numpy_stats
+        row = state.reshape(1, -1)
+        if not self._queue:
+            with torch.inference_mode():
+                chunk = base.act(torch.from_numpy(row))[0].numpy()
+            self._queue.extend(chunk.copy())
+        base_action = self._queue.popleft()
+        relative = base_action.copy()
+        for a0, o0, width in base.spec.relative:
+            relative[a0:a0 + width] -= state[o0:o0 + width]
+        predicted = (relative - stats["action_mean"]) / stats["action_std"]
+        obs_n = (base.featurizer.numpy(row)[0] - stats["obs_mean"]) / stats["obs_std"]
+        return np.concatenate([obs_n, predicted]), base_action
+
+    def combine_numpy(self, base_action: np.ndarray, correction: np.ndarray) -> np.ndarray:
+        """:meth:`combine` on float32 vectors (same values bit for bit)."""
+        if self._numpy_scale is None:
+            self._numpy_scale = self.scale.numpy().copy()
+        # np.clip's wrapper costs more than the arithmetic on a row; same values
+        return base_action + self._numpy_scale * np.minimum(np.maximum(correction, -1.0), 1.0)
 
     def combine(self, base_action: torch.Tensor, correction: torch.Tensor) -> torch.Tensor:
         """Base action + scaled correction (correction clipped to [-1, 1])."""

@@ -179,6 +179,9 @@ class FinetuneResult:
     steps_per_s: float
     work_dir: Path
     log_dir: Path | None
+    #: CPU seconds of this process during ``learn`` (with 1 worker: the env's too; with
+    #: more, the env workers' CPU is not in it)
+    learn_cpu_s: float = 0.0
 
 
 # --------------------------------------------------------------------------- the envs
@@ -238,6 +241,14 @@ class _FinetuneEnv(gym.Env):
                               f"{a.tolist()}")
         return a
 
+    def _info(self, task_info: Mapping[str, Any], terminated: bool) -> dict[str, Any]:
+        """What the learner reads of a step's info: the reward terms' episode sums and
+        whether the episode succeeded (SB3's success buffer). Not the task env's whole info:
+        SB3 deep-copies every step's info (and pickles it between processes), which cost
+        more than the residual's own arithmetic."""
+        return {C.INFO_REWARD_TERMS: dict(self.reward.totals),
+                "is_success": bool(task_info.get("success", terminated))}
+
     def close(self) -> None:
         self.env.close()
 
@@ -261,12 +272,10 @@ class ResidualEnv(_FinetuneEnv):
         self._base: Any = None
 
     def _advance(self, obs: Mapping[str, Any]) -> np.ndarray:
-        import torch
+        from clawgym_ros.training.policies import flatten_obs
 
-        state = self._state(obs)
-        with torch.inference_mode():
-            x, self._base = self.policy.residual_input(state)
-        return x[0].numpy().astype(np.float32)
+        x, self._base = self.policy.residual_input_numpy(flatten_obs(obs, self.obs_spec))
+        return x
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -277,19 +286,15 @@ class ResidualEnv(_FinetuneEnv):
         return self._advance(obs), info
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        import torch
-
         from clawgym_ros.training.policies import unflatten_action
 
         a = self._check(action, "residual action (values in [-1, 1])")
-        with torch.inference_mode():
-            command = self.policy.combine(self._base, torch.from_numpy(a).unsqueeze(0))
+        command = self.policy.combine_numpy(self._base, a)
         obs, _, terminated, truncated, info = self.env.step(
-            unflatten_action(command[0].numpy().astype(np.float64), self.action_spec))
+            unflatten_action(command.astype(np.float64), self.action_spec))
         reward, _ = self.reward.step(info)
-        info[C.INFO_REWARD_TERMS] = dict(self.reward.totals)     # episode sums
-        info["is_success"] = bool(info.get("success", terminated))   # SB3's success buffer
-        return self._advance(obs), float(reward), bool(terminated), bool(truncated), info
+        return (self._advance(obs), float(reward), bool(terminated), bool(truncated),
+                self._info(info, terminated))
 
 
 class DirectEnv(_FinetuneEnv):
@@ -350,8 +355,7 @@ class DirectEnv(_FinetuneEnv):
             ran += 1
             if terminated or truncated:
                 break
-        info[C.INFO_REWARD_TERMS] = dict(self.reward.totals)
-        info["is_success"] = bool(info.get("success", terminated))
+        info = self._info(info, terminated)
         info["control_steps"] = ran
         return self._observe(obs), total, bool(terminated), bool(truncated), info
 
@@ -499,6 +503,8 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     venv = vec_cls([make] * cfg.workers, **kwargs)
     threads = torch.get_num_threads()
     deterministic = torch.are_deterministic_algorithms_enabled()
+    # torch has no public getter of the distributions' default argument checks
+    validate = torch.distributions.Distribution._validate_args
     episodes: list[bool] = []
     simulated = [0]                             # control steps run (direct: chunks x steps)
 
@@ -524,6 +530,10 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     try:
         torch.set_num_threads(1)
         torch.use_deterministic_algorithms(True)
+        # SB3 builds a Normal per rollout step and minibatch; checking its arguments (finite
+        # mean, positive std, samples in support) cost ~10% of a residual step and changes
+        # no value: the actions and log-probabilities are the same with it off.
+        torch.distributions.Distribution.set_default_validate_args(False)
         if direct:   # the BC network's widths and activation; its weights copied below
             arch = {"net_arch": {"pi": list(base.spec.hidden), "vf": [64, 64]},
                     "activation_fn": nn.ReLU}
@@ -551,10 +561,10 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
         # SB3 otherwise makes an empty SB3-<date> folder in /tmp for every run.
         model.set_logger(configure(str(log_dir), ["tensorboard"]) if log_dir
                          else silent_logger())
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         model.learn(total_timesteps=-(-cfg.steps // chunk), callback=_Episodes(),
                     progress_bar=progress_bar)
-        elapsed = time.perf_counter() - start
+        elapsed, learn_cpu = time.perf_counter() - start, time.process_time() - cpu
         if direct:
             policy = direct_from_checkpoint(base)
             with torch.no_grad():
@@ -569,6 +579,7 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
         venv.close()
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic)
+        torch.distributions.Distribution.set_default_validate_args(validate)
 
     meta = {
         "format": ckpt.CHECKPOINT_FORMAT, "train_config": cfg.to_json(),
@@ -596,7 +607,8 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
                  "finetune": "rl"})
     return FinetuneResult(checkpoint_id=artifact.id, timesteps=timesteps,
                           episodes=len(episodes), train_success_rate=success,
-                          steps_per_s=steps_per_s, work_dir=work_dir, log_dir=log_dir)
+                          steps_per_s=steps_per_s, work_dir=work_dir, log_dir=log_dir,
+                          learn_cpu_s=learn_cpu)
 
 
 def silent_logger() -> Any:
