@@ -2,8 +2,8 @@
 no wrapper of its own (issue 27): SB3's env checker, PPO and SAC construct, learn 256 steps
 and ``evaluate_policy`` runs; PPO through SB3's subprocess vectorization with 2 workers;
 ``gym.make_vec(..., vectorization_mode="async")`` with 2 workers. Episodes are cut to 64
-steps (``max_episode_steps``) so that evaluation is short; `clawgym bench rl --quick`. ~50 s
-on 2 cores.
+steps (``max_episode_steps``) so that evaluation is short; `clawgym bench rl --quick` (with
+the fine-tuning path's steps/s). ~60 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -137,6 +137,17 @@ def test_bench_rl_quick_reports_ppo_beside_raw_steps_per_s(capsys):
         assert set(result[table]) == {"1", "2"} and min(result[table].values()) > 0
     # PPO cannot step the env faster than the env alone
     assert max(result["ppo_over_raw"].values()) < 1.0
+    # The fine-tuning path itself (residual and direct; quick: 1 worker), each run beside a
+    # raw env figure of its own, with the PPO settings it ran.
+    speed = result["finetune_throughput"]
+    assert speed["settings"]["n_steps"] == 128 and speed["control_steps_per_run"] == 256
+    for table in ("raw_env_steps_per_s", "steps_per_s", "over_raw", "end_to_end_steps_per_s"):
+        assert set(speed[table]) == {"residual", "direct"}
+        assert all(set(v) == {"1"} and min(v.values()) > 0 for v in speed[table].values())
+    for mode, by_workers in speed["over_raw"].items():
+        expected = speed["steps_per_s"][mode]["1"] / speed["raw_env_steps_per_s"][mode]["1"]
+        assert by_workers["1"] == pytest.approx(expected, abs=1e-3)
+        assert speed["cpu_over_raw"][mode] > 0
     # Fine-tuning from BC vs PPO from scratch at the same budget, same held-out seeds.
     tune = result["finetune"]
     assert tune["budget_env_steps"] == 256 and tune["eval_episodes"] == 2

@@ -14,6 +14,16 @@ observation, 1500-step episodes) and random or learned actions:
 Torch uses one thread (the learner shares the 2 cores with the env workers; more threads
 only contend). Run sizes are in the result.
 
+``finetune_throughput``: environment steps/s of the fine-tuning path itself, as ``clawgym
+train --finetune rl`` runs it (:func:`clawgym_ros.training.rl.finetune`: the task env with the
+stage-wise reward, the BC policy in the env, SB3 PPO with the fine-tuning defaults), residual
+and direct (``mode=direct``: one PPO step per BC chunk), 1 and 2 workers, each run beside a
+raw env measurement taken just before it (``over_raw``: the run's control steps/s over that
+raw figure). The rate is control steps over ``learn``'s wall time (rollouts and updates;
+worker start-up and the checkpoint commit are in ``end_to_end_steps_per_s``). With 1 worker
+everything runs in this process, so ``cpu_over_raw`` (CPU time per step, raw over RL) says
+the same with far less sensitivity to other jobs on the machine.
+
 ``finetune``: the success of a fixed budget of PPO environment steps started from a BC
 checkpoint (residual PPO, :mod:`clawgym_ros.training.rl`, as ``clawgym train --finetune rl``)
 against the same budget of PPO from scratch (``gym.make`` env as is, flat action, dense
@@ -37,6 +47,14 @@ EVAL_SEEDS_START = 7_000_000
 BC_DEMOS, BC_STEPS = 40, 3000
 #: Fine-tuning budget (environment steps) and evaluation episodes: full, quick.
 FINETUNE_FULL, FINETUNE_QUICK = (60_000, 30), (256, 2)
+#: Control steps per fine-tuning throughput run (4 PPO updates at 1 worker with the
+#: defaults), and raw env steps measured before each run: full, quick.
+THROUGHPUT_FULL, THROUGHPUT_QUICK = (8192, 3000), (256, 200)
+#: Worker counts of the throughput runs: full, quick (2 workers' start-up alone, every
+#: worker importing torch and MuJoCo, outlasts a quick run many times over).
+WORKERS_FULL, WORKERS_QUICK = (1, 2), (1,)
+#: Settings of the quick runs (small rollouts, so that a few hundred steps include updates).
+QUICK_PPO = {"n_steps": 128, "batch_size": 64}
 
 
 def _rate(steps: int, seconds: float) -> float:
@@ -45,16 +63,94 @@ def _rate(steps: int, seconds: float) -> float:
 
 def bench_rl(quick: bool = False, seed: int = 0, checkpoint: str = "",
              run_dir: str | None = None) -> dict[str, Any]:
-    """Measure raw and SB3 PPO env steps/s on PickPlace with 1 and 2 workers, and the
+    """Measure raw and SB3 PPO env steps/s on PickPlace with 1 and 2 workers, the fine-tuning
+    path's env steps/s (residual and direct, 1 and 2 workers) beside raw env steps/s, and the
     success of fine-tuning a BC checkpoint against PPO from scratch at the same budget."""
+    import tempfile
+
     result = _throughput(quick, seed)
-    result["finetune"] = bench_finetune(quick, seed, checkpoint, run_dir)
+    with tempfile.TemporaryDirectory(prefix="clawgym_bench_rl_") as tmp:
+        made: dict[str, Any] = {}
+        if not checkpoint:
+            from clawgym_ros.bench.eval import train_pick_place_checkpoint
+
+            run_dir = tmp
+            demos, steps = (2, 40) if quick else (BC_DEMOS, BC_STEPS)
+            checkpoint, made = train_pick_place_checkpoint(tmp, demos, steps, seed,
+                                                           tensorboard=False)
+        result["finetune_throughput"] = finetune_throughput(quick, seed, checkpoint,
+                                                            run_dir or "")
+        result["finetune"] = bench_finetune(quick, seed, checkpoint, run_dir)
+        if made:
+            result["finetune"]["bc_trained_here"] = made
     return result
+
+
+def _raw_env(env_id: str, steps: int, seed: int) -> tuple[float, float]:
+    """(steps/s, steps per CPU second) of one env in this process stepping random actions
+    (the env as ``gym.make`` gives it)."""
+    import gymnasium as gym
+
+    import clawgym_ros.sim  # noqa: F401  (registers the envs)
+
+    env = gym.make(env_id)
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    actions = [env.action_space.sample() for _ in range(steps)]
+    start, cpu = time.perf_counter(), time.process_time()
+    for a in actions:
+        _, _, terminated, truncated, _ = env.step(a)
+        if terminated or truncated:
+            env.reset()
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    env.close()
+    return _rate(steps, wall), _rate(steps, max(cpu, 1e-9))
+
+
+def finetune_throughput(quick: bool, seed: int, checkpoint: str,
+                        run_dir: str) -> dict[str, Any]:
+    """Control steps/s of ``clawgym train --finetune rl`` (residual and direct, 1 and 2
+    workers) on pick_place from ``checkpoint``, each beside a raw env figure taken just
+    before it (see the module docstring)."""
+    from clawgym_ros import constants as C
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.training.rl import MODES, FinetuneConfig, finetune
+
+    steps, raw_steps = THROUGHPUT_QUICK if quick else THROUGHPUT_FULL
+    extra: dict[str, Any] = {**QUICK_PPO, "max_episode_steps": 100} if quick else {}
+    checkpoint = ArtifactStore(run_dir).resolve(checkpoint, C.KIND_CHECKPOINT).id
+    probe = FinetuneConfig(base_checkpoint=checkpoint, steps=steps, seed=seed, **extra)
+    settings = {k: probe.to_json()[k] for k in ("n_steps", "batch_size", "n_epochs",
+                                                 "target_kl", "max_episode_steps")}
+    out: dict[str, Any] = {"env_id": C.ENV_PICK_PLACE, "checkpoint": checkpoint,
+                           "control_steps_per_run": steps, "raw_steps": raw_steps,
+                           "settings": settings, "raw_env_steps_per_s": {},
+                           "steps_per_s": {}, "over_raw": {}, "end_to_end_steps_per_s": {},
+                           "cpu_over_raw": {}}
+    for mode in MODES:
+        for table in ("raw_env_steps_per_s", "steps_per_s", "over_raw",
+                      "end_to_end_steps_per_s"):
+            out[table][mode] = {}
+        for workers in WORKERS_QUICK if quick else WORKERS_FULL:
+            raw, raw_cpu = _raw_env(C.ENV_PICK_PLACE, raw_steps, seed)
+            cfg = FinetuneConfig(base_checkpoint=checkpoint, steps=steps, seed=seed,
+                                 workers=workers, mode=mode, **extra)
+            start = time.perf_counter()
+            tuned = finetune(run_dir, cfg, tensorboard=False)
+            total = time.perf_counter() - start
+            w = str(workers)
+            out["raw_env_steps_per_s"][mode][w] = raw
+            out["steps_per_s"][mode][w] = round(tuned.steps_per_s, 1)
+            out["over_raw"][mode][w] = round(tuned.steps_per_s / raw, 3)
+            out["end_to_end_steps_per_s"][mode][w] = _rate(tuned.timesteps, total)
+            if workers == 1:
+                rl_cpu = tuned.timesteps / max(tuned.learn_cpu_s, 1e-9)
+                out["cpu_over_raw"][mode] = round(rl_cpu / raw_cpu, 3)
+    return out
 
 
 def _throughput(quick: bool, seed: int) -> dict[str, Any]:
     os.environ.setdefault("MUJOCO_GL", "egl")
-    import gymnasium as gym
     import stable_baselines3 as sb3
     import torch
     from stable_baselines3.common.env_util import make_vec_env
@@ -73,17 +169,7 @@ def _throughput(quick: bool, seed: int) -> dict[str, Any]:
                               "algorithm": "PPO MultiInputPolicy", "torch_threads": 1,
                               "ppo_n_steps_per_worker": n_steps, "raw_steps": raw_steps}
     try:
-        env = gym.make(env_id)
-        env.reset(seed=seed)
-        env.action_space.seed(seed)
-        actions = [env.action_space.sample() for _ in range(raw_steps)]
-        start = time.perf_counter()
-        for a in actions:
-            _, _, terminated, truncated, _ = env.step(a)
-            if terminated or truncated:
-                env.reset()
-        result["raw_env_steps_per_s"] = _rate(raw_steps, time.perf_counter() - start)
-        env.close()
+        result["raw_env_steps_per_s"] = _raw_env(env_id, raw_steps, seed)[0]
         result["raw_vec_steps_per_s"], result["ppo_steps_per_s"] = {}, {}
         for workers in (1, 2):
             venv = make_vec_env(f"clawgym_ros.sim:{env_id}", n_envs=workers, seed=seed,
@@ -184,7 +270,7 @@ def bench_finetune(quick: bool, seed: int, checkpoint: str = "",
         start = time.perf_counter()
         cfg = FinetuneConfig(base_checkpoint=checkpoint, steps=budget, seed=seed,
                              max_episode_steps=max_steps,
-                             **({"n_steps": 128, "batch_size": 64} if quick else {}))
+                             **(QUICK_PPO if quick else {}))
         tuned = finetune(root, cfg, tensorboard=False)
         out["bc_plus_residual_ppo"] = {"checkpoint": tuned.checkpoint_id,
                                        "train_s": round(time.perf_counter() - start, 1),
@@ -197,7 +283,7 @@ def bench_finetune(quick: bool, seed: int, checkpoint: str = "",
         try:
             env = gym.make(C.ENV_PICK_PLACE, max_episode_steps=max_steps)
             model = sb3.PPO("MultiInputPolicy", env, seed=seed, device="cpu",
-                            **({"n_steps": 128, "batch_size": 64} if quick else {}))
+                            **(QUICK_PPO if quick else {}))
             model.set_logger(silent_logger())
             model.learn(budget)
             env.close()
