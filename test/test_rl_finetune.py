@@ -8,6 +8,8 @@ built once per module; fine-tuning runs a few hundred environment steps.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -325,3 +327,66 @@ def test_trainer_node_finetune_goal_commits_what_the_cli_commits(bc_run, capsys,
         response = send("juggling", [])
         assert response.status == GoalStatus.STATUS_ABORTED
         assert "juggling" in response.result.message and "\n" not in response.result.message
+
+
+#: The RL acceptance recipe (issue 22, docs/results/2026-12-05-rl-strong-bc.md): <= 500
+#: time-optimal expert demonstrations, BC at the demo's recipe, then direct PPO on the BC network.
+RL_ACCEPT_DEMOS = 500
+RL_ACCEPT_BC_STEPS = 12000
+RL_ACCEPT_RL_STEPS = 100_000
+RL_ACCEPT_EVAL_SEEDS = range(7_000_000, 7_000_060)
+#: episode limit of the held-out evaluation per task (pick_place: the BC acceptance's 800;
+#: peg_insert: the task's own 1,500)
+RL_ACCEPT_MAX_STEPS = {C.TASK_PICK_PLACE: 800, C.TASK_PEG_INSERT: 1500}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@pytest.mark.skipif(os.environ.get("CLAWGYM_ACCEPTANCE") != "1",
+                    reason="opt-in (CLAWGYM_ACCEPTANCE=1): synthesis, BC training and 100,000 "
+                           "RL steps, ~10 min per task on 2 cores")
+@pytest.mark.parametrize("task", [C.TASK_PICK_PLACE, C.TASK_PEG_INSERT])
+def test_rl_acceptance_direct_finetuning_from_a_strong_bc_start(task, tmp_path, capsys):
+    """Issue 22's RL bar, measured end to end through the CLI: from a BC checkpoint trained on
+    500 time-optimal expert demonstrations (`clawgym synth --option timing=optimal --option
+    acceleration_scale=2`, 12,000 BC steps), 100,000 simulated steps of direct PPO
+    (`--rl-option mode=direct`, 1 worker, <= 30 min) must raise held-out nominal success by
+    >= 0.15 or to >= 0.95 (60 episodes, seeds 7,000,000-7,000,059).
+
+    Last measured (docs/results/2026-12-05-rl-strong-bc.md, seed 0, loaded 2-core machine):
+    pick_place BC 52/60 -> RL 56/60 (+0.067, 0.93): the bar is NOT met; peg_insert BC 0/60 ->
+    RL 0/60: NOT met. This test asserts the issue's bar as written and fails until a recipe
+    meets it.
+    """
+    import time
+
+    from clawgym_ros.evaluation.rollout_check import run_episodes
+    from clawgym_ros.tasks.registry import task_entry
+    from clawgym_ros.tasks.replay import env_class
+    from clawgym_ros.training.checkpoint import load_policy
+
+    run = str(tmp_path / "run")
+    assert main(["synth", "--task", task, "--episodes", str(RL_ACCEPT_DEMOS), "--seed", "21",
+                 "--workers", "2", "--out", run, "--option", "timing=optimal",
+                 "--option", "acceleration_scale=2"]) == 0
+    dataset = capsys.readouterr().out.split()[0]
+    assert main(["train", "--dataset", dataset[:12], "--steps", str(RL_ACCEPT_BC_STEPS),
+                 "--seed", "0", "--out", run]) == 0
+    bc = capsys.readouterr().out.strip().splitlines()[-1]
+    start = time.monotonic()
+    assert main(["train", "--finetune", "rl", "--task", task, "--from", bc[:12],
+                 "--steps", str(RL_ACCEPT_RL_STEPS), "--seed", "0", "--out", run,
+                 "--workers", "1", "--rl-option", "mode=direct",
+                 "--rl-option", f"max_episode_steps={RL_ACCEPT_MAX_STEPS[task]}"]) == 0
+    rl_wall = time.monotonic() - start
+    rl = capsys.readouterr().out.strip().splitlines()[-1]
+    store = ArtifactStore(run)
+    env = env_class(task_entry(task).env_id)()
+    rates = {}
+    for name, checkpoint in (("bc", bc), ("rl", rl)):
+        outcome = run_episodes(load_policy(store, checkpoint[:12]), RL_ACCEPT_EVAL_SEEDS,
+                               env=env, max_steps=RL_ACCEPT_MAX_STEPS[task])
+        rates[name] = sum(o.success for o in outcome) / len(outcome)
+    print(task, rates, f"rl wall {rl_wall:.0f} s")
+    assert rl_wall <= 30 * 60
+    assert rates["rl"] - rates["bc"] >= 0.15 or rates["rl"] >= 0.95, rates
