@@ -11,6 +11,10 @@
   augmentation on) beside the MLP's ``samples_per_s_trainer``, same batch size and threads.
 - ``rss``: peak RSS of a child process that trains on the default table and on one ten times
   larger (``rss_growth`` = growth of peak RSS / growth of table bytes; sub-linear < 1).
+- ``rl`` (full runs only): RL fine-tuning's environment steps/s (``clawgym train --finetune
+  rl``, residual and direct, 1 and 2 workers) beside raw env steps/s measured just before each
+  run, from a small BC checkpoint trained here (:data:`RL_BC`): the ``finetune_throughput``
+  section of ``clawgym bench rl`` (target ``over_raw`` >= 0.7, issue 22).
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from typing import Any
 BENCH_MODEL = {"hidden": (256, 256), "chunk": 1}
 DEFAULT_ROWS = 50_000
 QUICK_ROWS = 10_000
+#: The BC checkpoint the ``rl`` section fine-tunes: pick_place demonstrations, training steps
+#: (throughput does not need a good policy; episodes of a weak one run to the step limit).
+RL_BC = (8, 300)
 
 
 def _bare_loop(table: Any, cfg: Any, steps: int) -> float:
@@ -153,6 +160,8 @@ def bench_train(quick: bool = False, seed: int = 0) -> dict[str, Any]:
         big = _measure_rss(root / "table10x", rss_steps, seed)
         small_bytes, big_bytes = _table_bytes(root / "table"), _table_bytes(root / "table10x")
         del big_table
+        if not quick:
+            out["rl"] = _rl_throughput(root, seed)
     table_growth_mb = (big_bytes - small_bytes) / 2**20
     rss_growth_mb = big["peak_rss_mb"] - small["peak_rss_mb"]
     out["rss"] = {
@@ -167,3 +176,15 @@ def bench_train(quick: bool = False, seed: int = 0) -> dict[str, Any]:
         and rss_growth_mb < table_growth_mb,
     }
     return out
+
+
+def _rl_throughput(root: Path, seed: int) -> dict[str, Any]:
+    """RL fine-tuning env steps/s beside raw env steps/s (see the module docstring)."""
+    from clawgym_ros.bench.eval import train_pick_place_checkpoint
+    from clawgym_ros.bench.rl import finetune_throughput
+
+    run = root / "rl"
+    demos, steps = RL_BC
+    checkpoint, made = train_pick_place_checkpoint(str(run), demos, steps, seed,
+                                                   tensorboard=False)
+    return {**finetune_throughput(False, seed, checkpoint, str(run)), "bc_trained_here": made}
