@@ -1,6 +1,7 @@
 """evaluator_node in ros mode with bad input (issue 17): a checkpoint whose observation the
-task world's topics cannot give ends the Evaluate goal ABORTED with policy_node's one line
-naming the key, at once (not after a timeout), and the node stays up (~25 s)."""
+task world cannot give ends the Evaluate goal ABORTED with one line naming the task and the
+key, before any node of the evaluation graph starts (not after a timeout), and the node stays
+up (~25 s)."""
 
 from __future__ import annotations
 
@@ -53,11 +54,10 @@ def test_ros_goal_with_a_checkpoint_the_world_cannot_feed_is_aborted_naming_the_
         assert spin_until(executor, got.done, 60.0), read_logs(tmp_path)
         assert got.result().status == GoalStatus.STATUS_ABORTED
         message = got.result().result.message
-        assert "policy_node exited with status 2" in message and "'place_goal'" in message, \
-            message
-        assert "peg_insert" in message and "\n" not in message, message
-        # Ended by the node's exit (the message above), not by the answer timeout (which says
-        # so): no wall-clock bound, the machine may be loaded.
+        assert "task='peg_insert' is invalid" in message and "it reads 'place_goal', " \
+            "which peg_insert has not" in message and "\n" not in message, message
+        # Refused before the graph starts (the message above), not by the answer timeout
+        # (which says so): no wall-clock bound, the machine may be loaded.
         assert "did not answer" not in message and "timed out" not in message, message
         assert procs.procs[0][1].poll() is None   # the evaluator is still up
     finally:
