@@ -170,25 +170,7 @@ class PolicySource:
         """The tasks a task-conditioned checkpoint (``clawgym train --sequence``) was trained
         on, from the layout its config.json records; None for any other policy, and for a
         checkpoint that cannot be read (loading it says why)."""
-        meta = self._meta()
-        try:
-            tasks = meta["layout"]["tasks"] if meta and \
-                meta["policy_spec"]["type"] == C.POLICY_TASK_MLP else None
-        except (KeyError, TypeError):
-            return None
-        return tuple(str(t) for t in tasks) if isinstance(tasks, list) else None
-
-    def observation_keys(self) -> tuple[str, ...] | None:
-        """The observation keys a checkpoint reads (its recorded ``obs_spec``); None for a
-        scripted policy, a task-conditioned checkpoint (each task fills its own keys) and a
-        checkpoint that cannot be read."""
-        meta = self._meta()
-        if not meta or self.tasks() is not None:
-            return None
-        try:
-            return tuple(str(key) for key, _ in meta["obs_spec"])
-        except (KeyError, TypeError, ValueError):
-            return None
+        return _trained_tasks(self._meta())
 
     def check_tasks(self, tasks: Sequence[str], source: str, world: str = WORLD_AUTO
                     ) -> None:
@@ -204,7 +186,8 @@ class PolicySource:
         Raises:
             ConfigError: naming the first such task and what the policy needs.
         """
-        served = self.tasks()
+        meta = self._meta()
+        served = _trained_tasks(meta)
         if served is not None:
             for task in tasks:
                 if task not in served:
@@ -212,23 +195,43 @@ class PolicySource:
                                       f"{self.ref[:12]} was trained on: {', '.join(served)}",
                                       source)
             return
-        needed = self.observation_keys()
+        needed = _observed_keys(meta)
         if not needed:
             return
-        from clawgym_ros.evaluation.ros_mode import SENSOR_OBSERVATION_KEYS
-        from clawgym_ros.tasks.registry import get_task, task_state_keys
+        from clawgym_ros.evaluation.ros_mode import world_observation_keys
+        from clawgym_ros.tasks.registry import get_task
 
-        by_task = task_state_keys()
         for task in dict.fromkeys(tasks):
-            given = SENSOR_OBSERVATION_KEYS[get_task(task).scene]
-            if resolve_world(task, world) == WORLD_TASK:
-                given = (*given, *by_task.get(task, ()))
+            given = world_observation_keys(
+                get_task(task).scene, task if resolve_world(task, world) == WORLD_TASK else "")
             missing = [k for k in needed if k not in given]
             if missing:
                 raise ConfigError("task", task, f"a task whose world gives every observation "
                                   f"checkpoint {self.ref[:12]} reads: it reads "
                                   f"{missing[0]!r}, which {task} has not (it gives "
                                   f"{', '.join(given)})", source)
+
+
+def _trained_tasks(meta: Mapping[str, Any] | None) -> tuple[str, ...] | None:
+    """The tasks a task-conditioned checkpoint's config.json (``meta``) names; None for
+    another policy or an unreadable config."""
+    try:
+        tasks = meta["layout"]["tasks"] if meta and \
+            meta["policy_spec"]["type"] == C.POLICY_TASK_MLP else None
+    except (KeyError, TypeError):
+        return None
+    return tuple(str(t) for t in tasks) if isinstance(tasks, list) else None
+
+
+def _observed_keys(meta: Mapping[str, Any] | None) -> tuple[str, ...] | None:
+    """The observation keys a checkpoint's config.json (``meta``) records; None for a
+    task-conditioned checkpoint, another policy or an unreadable config."""
+    if not meta or _trained_tasks(meta) is not None:
+        return None
+    try:
+        return tuple(str(key) for key, _ in meta["obs_spec"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 # ---------------------------------------------------------------------------------------------

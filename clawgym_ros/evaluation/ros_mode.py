@@ -92,6 +92,13 @@ def task_observation_keys() -> dict[str, tuple[str, ...]]:
     return task_state_keys()
 
 
+def world_observation_keys(scene: str, task: str = "") -> tuple[str, ...]:
+    """The observation keys a world gives: its scene's sensor keys, then, in ``task``'s task
+    world, that task's task-state keys ("" = the bare scene)."""
+    task_keys = task_observation_keys().get(task, ()) if task else ()
+    return (*SENSOR_OBSERVATION_KEYS[scene], *task_keys)
+
+
 def interposers() -> dict[str, str]:
     """family -> its interposer node (console module), from the family registry."""
     from clawgym_ros.perturbations import interposer_nodes
@@ -187,8 +194,8 @@ def policy_task_keys(policy: Any, label: str, scene: str, tasks: Sequence[str],
                               f"{world} provide: it observes {key!r}; they give "
                               + ", ".join((*sensor, *task_keys)))
     for task in tasks:
-        missing = [k for k in needed if k not in sensor
-                   and k not in by_task.get(task, ())]
+        given = world_observation_keys(scene, task)
+        missing = [k for k in needed if k not in given]
         if missing:
             raise ConfigError("policy", label, f"a policy whose observation every task world "
                               f"gives: it observes {missing[0]!r}, which {task} has not")
