@@ -69,7 +69,7 @@ from clawgym_ros.evaluation.stats import wilson, z_value
 from clawgym_ros.training import checkpoint as ckpt
 from clawgym_ros.training.bc import deterministic, relative_parts
 from clawgym_ros.training.config import DEFAULT_BATCH_SIZE, DEFAULT_FEATURES, DEFAULT_LR
-from clawgym_ros.training.data import TableSampler
+from clawgym_ros.training.data import TableSampler, episode_runs
 from clawgym_ros.training.policies import FEATURES, PolicySpec, TensorBatch, build_policy
 from clawgym_ros.training.task_policy import (  # noqa: F401  (the sequence's public names)
     OBS_TASK,
@@ -295,18 +295,11 @@ def _stats(data_obs: np.ndarray, data_action: np.ndarray, ends: np.ndarray,
             "action_mean": a_mean.float().numpy(), "action_std": a_std.float().numpy()}
 
 
-def _episode_lengths(table: TrainingTable) -> np.ndarray:
-    from clawgym_ros.training.data import episode_runs
-
+def _episode_extents(table: TrainingTable) -> tuple[np.ndarray, np.ndarray]:
+    """(each row's episode end, each episode's length in control steps) of ``table``."""
     starts, ends, _ = episode_runs(table.episode)
-    return ends - starts
-
-
-def _row_ends(table: TrainingTable) -> np.ndarray:
-    from clawgym_ros.training.data import episode_runs
-
-    starts, ends, _ = episode_runs(table.episode)
-    return np.repeat(ends, ends - starts)
+    lengths = ends - starts
+    return np.repeat(ends, lengths), lengths
 
 
 # ---------------------------------------------------------------------------------------------
@@ -544,14 +537,14 @@ class _Run:
         for t, (task, table, did) in enumerate(zip(cfg.tasks, tables, dataset_ids)):
             cols = self.layout.columns(t)
             obs = self.layout.to_union(np.asarray(table.obs), t, cols)
-            stats = _stats(obs, np.asarray(table.action), _row_ends(table), self.init,
-                           cfg.chunk)
+            row_ends, lengths = _episode_extents(table)
+            stats = _stats(obs, np.asarray(table.action), row_ends, self.init, cfg.chunk)
             self.init.set_task_stats(t, stats)
             sampler = TableSampler(table, val_fraction=cfg.val_fraction, chunk=cfg.chunk,
                                    seed=cfg.seed, resident_budget_mb=64.0,
                                    batch_size=cfg.batch_size, shift=1)
             td = TaskData(task, did, table, sampler, cols, stats,
-                          longest=int(np.max(_episode_lengths(table), initial=0)))
+                          longest=int(np.max(lengths, initial=0)))
             val = sampler.validation(cfg.val_samples, cfg.seed)
             if val is not None:
                 td.val_obs = torch.from_numpy(self.layout.to_union(val.obs, t, cols))
