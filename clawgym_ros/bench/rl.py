@@ -80,7 +80,7 @@ def bench_rl(quick: bool = False, seed: int = 0, checkpoint: str = "",
                                                            tensorboard=False)
         result["finetune_throughput"] = finetune_throughput(quick, seed, checkpoint,
                                                             run_dir or "")
-        result["finetune"] = bench_finetune(quick, seed, checkpoint, run_dir)
+        result["finetune"] = bench_finetune(quick, seed, checkpoint, run_dir or "")
         if made:
             result["finetune"]["bc_trained_here"] = made
     return result
@@ -227,11 +227,9 @@ def _success(act: Any, episodes: int, max_steps: int) -> dict[str, Any]:
             "episodes": episodes}
 
 
-def bench_finetune(quick: bool, seed: int, checkpoint: str = "",
-                   run_dir: str | None = None) -> dict[str, Any]:
-    """Success after a fixed PPO budget from a BC checkpoint (residual) vs from scratch."""
-    import tempfile
-
+def bench_finetune(quick: bool, seed: int, checkpoint: str, run_dir: str) -> dict[str, Any]:
+    """Success after a fixed PPO budget from the BC ``checkpoint`` in ``run_dir`` (residual)
+    vs from scratch."""
     import gymnasium as gym
     import stable_baselines3 as sb3
     import torch
@@ -247,50 +245,39 @@ def bench_finetune(quick: bool, seed: int, checkpoint: str = "",
     seeds = range(EVAL_SEEDS_START, EVAL_SEEDS_START + episodes)
     out: dict[str, Any] = {"budget_env_steps": budget, "eval_episodes": episodes,
                            "eval_max_steps": max_steps, "eval_seeds_start": EVAL_SEEDS_START}
-    with tempfile.TemporaryDirectory(prefix="clawgym_bench_rl_") as tmp:
-        if checkpoint:
-            root = run_dir or ""
-        else:
-            from clawgym_ros.bench.eval import train_pick_place_checkpoint
+    store = ArtifactStore(run_dir)
 
-            root = tmp
-            demos, steps = (2, 40) if quick else (BC_DEMOS, BC_STEPS)
-            checkpoint, made = train_pick_place_checkpoint(tmp, demos, steps, seed,
-                                                           tensorboard=False)
-            out["bc_trained_here"] = made
-        store = ArtifactStore(root)
+    def rate(policy: Any) -> dict[str, Any]:
+        outcomes = run_episodes(policy, seeds, max_steps=max_steps)
+        value, (low, high) = success_rate(outcomes)
+        return {"success": round(value, 3), "ci95": [round(low, 3), round(high, 3)]}
 
-        def rate(policy: Any) -> dict[str, Any]:
-            outcomes = run_episodes(policy, seeds, max_steps=max_steps)
-            value, (low, high) = success_rate(outcomes)
-            return {"success": round(value, 3), "ci95": [round(low, 3), round(high, 3)]}
-
-        out["bc"] = {"checkpoint": store.resolve(checkpoint, C.KIND_CHECKPOINT).id,
-                     **rate(load_policy(store, checkpoint))}
-        start = time.perf_counter()
-        cfg = FinetuneConfig(base_checkpoint=checkpoint, steps=budget, seed=seed,
-                             max_episode_steps=max_steps,
-                             **(QUICK_PPO if quick else {}))
-        tuned = finetune(root, cfg, tensorboard=False)
-        out["bc_plus_residual_ppo"] = {"checkpoint": tuned.checkpoint_id,
-                                       "train_s": round(time.perf_counter() - start, 1),
-                                       "train_episodes": tuned.episodes,
-                                       **rate(load_policy(store, tuned.checkpoint_id))}
-        # PPO from scratch, same budget, the env as gym.make gives it.
-        start = time.perf_counter()
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            env = gym.make(C.ENV_PICK_PLACE, max_episode_steps=max_steps)
-            model = sb3.PPO("MultiInputPolicy", env, seed=seed, device="cpu",
-                            **(QUICK_PPO if quick else {}))
-            model.set_logger(silent_logger())
-            model.learn(budget)
-            env.close()
-            scratch = _success(lambda obs: model.predict(obs, deterministic=True)[0],
-                               episodes, max_steps)
-        finally:
-            torch.set_num_threads(threads)
-        out["ppo_from_scratch"] = {"train_s": round(time.perf_counter() - start, 1),
-                                   "success": scratch["success"], "ci95": scratch["ci95"]}
+    out["bc"] = {"checkpoint": store.resolve(checkpoint, C.KIND_CHECKPOINT).id,
+                 **rate(load_policy(store, checkpoint))}
+    start = time.perf_counter()
+    cfg = FinetuneConfig(base_checkpoint=checkpoint, steps=budget, seed=seed,
+                         max_episode_steps=max_steps,
+                         **(QUICK_PPO if quick else {}))
+    tuned = finetune(run_dir, cfg, tensorboard=False)
+    out["bc_plus_residual_ppo"] = {"checkpoint": tuned.checkpoint_id,
+                                   "train_s": round(time.perf_counter() - start, 1),
+                                   "train_episodes": tuned.episodes,
+                                   **rate(load_policy(store, tuned.checkpoint_id))}
+    # PPO from scratch, same budget, the env as gym.make gives it.
+    start = time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        env = gym.make(C.ENV_PICK_PLACE, max_episode_steps=max_steps)
+        model = sb3.PPO("MultiInputPolicy", env, seed=seed, device="cpu",
+                        **(QUICK_PPO if quick else {}))
+        model.set_logger(silent_logger())
+        model.learn(budget)
+        env.close()
+        scratch = _success(lambda obs: model.predict(obs, deterministic=True)[0],
+                           episodes, max_steps)
+    finally:
+        torch.set_num_threads(threads)
+    out["ppo_from_scratch"] = {"train_s": round(time.perf_counter() - start, 1),
+                               "success": scratch["success"], "ci95": scratch["ci95"]}
     return out
