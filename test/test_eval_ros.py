@@ -469,3 +469,51 @@ def test_ros_mode_refuses_a_family_it_cannot_reproduce(tmp_path, monkeypatch):
                                           "only"):
         run_ros_graph(expand(suite), POLICY, "", 10, log_dir=tmp_path / "logs", world="task")
     assert not (tmp_path / "logs").exists()
+
+
+def test_handshake_counts_an_unanswered_reset_as_not_ready(rclpy_context, monkeypatch):
+    """Just after discovery a server may answer before it matched the client's reply reader,
+    so the answer is lost: a handshake round waits HANDSHAKE_RESET_S for it and reports "not
+    ready" (the next round asks again) instead of waiting out the evaluator's timeout and
+    failing the run (CI once failed on "policy_node reset timed out after 30 s")."""
+    import threading
+    import time
+
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from std_srvs.srv import Trigger
+
+    from clawgym_ros import constants as C
+    from clawgym_ros.ros_io import eval_lockstep
+    from clawgym_ros.ros_io.eval_lockstep import LockstepEvaluator
+
+    monkeypatch.setattr(eval_lockstep, "HANDSHAKE_RESET_S", 0.3)
+    server = rclpy.create_node(C.NODE_POLICY, context=rclpy_context)
+    answered = []
+
+    def late(request, response):  # the first answer comes long after the client gave up
+        time.sleep(1.5)
+        answered.append(time.monotonic())
+        response.success = True
+        return response
+
+    server.create_service(Trigger, f"~/{eval_lockstep.SRV_POLICY_RESET}", late)
+    serving = SingleThreadedExecutor(context=rclpy_context)
+    serving.add_node(server)
+    thread = threading.Thread(target=serving.spin, daemon=True)
+    thread.start()
+    client = rclpy.create_node("handshake_test", context=rclpy_context)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(client)
+    evaluator = LockstepEvaluator(client, timeout=20.0, executor=executor)
+    try:
+        assert evaluator.policy_client.wait_for_service(timeout_sec=10.0)
+        # Without the round's own wait it would wait for the answer, then for sim/reset
+        # (absent here) and raise.
+        assert evaluator.handshake(0.2) is False
+        assert not answered
+    finally:
+        evaluator.close()
+        serving.shutdown()
+        thread.join(timeout=5.0)
+        executor.shutdown()

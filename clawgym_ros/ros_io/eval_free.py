@@ -59,7 +59,7 @@ from clawgym_ros.evaluation.scripted import LiftTracker
 from clawgym_ros.evaluation.suites import EpisodeSpec
 from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import stamp_nanos
-from clawgym_ros.ros_io.eval_lockstep import LockstepError
+from clawgym_ros.ros_io.eval_lockstep import HANDSHAKE_RESET_S, AnswerTimeoutError, LockstepError
 from clawgym_ros.ros_io.qos import COMMAND_QOS, SENSOR_QOS, TASK_STATE_QOS
 
 CONTROL_DT = 0.02
@@ -145,14 +145,16 @@ class FreeWatcher:
             (self.first_latencies_ms if first else self.latencies_ms).append(latency)
 
     # ------------------------------------------------------------------ waiting
-    def _call(self, client: Any, request: Any, what: str) -> Any:
-        if not client.wait_for_service(timeout_sec=self.timeout):
+    def _call(self, client: Any, request: Any, what: str, timeout: float | None = None
+              ) -> Any:
+        timeout = self.timeout if timeout is None else timeout
+        if not client.wait_for_service(timeout_sec=timeout):
             raise LockstepError(f"free evaluation: service {client.srv_name} is not available")
         future = client.call_async(request)
-        self.executor.spin_until_future_complete(future, timeout_sec=self.timeout)
+        self.executor.spin_until_future_complete(future, timeout_sec=timeout)
         if not future.done():
             client.remove_pending_request(future)
-            raise LockstepError(f"free evaluation: {what} timed out after {self.timeout:g} s")
+            raise AnswerTimeoutError(f"free evaluation: {what} timed out after {timeout:g} s")
         response = future.result()
         if not response.success:
             raise LockstepError(f"free evaluation: {what} failed: {response.message}")
@@ -175,6 +177,16 @@ class FreeWatcher:
                 raise LockstepError(f"free evaluation: no {', '.join(missing)} within "
                                     f"{timeout:g} s (topics not matched)")
             self.executor.spin_once(timeout_sec=0.05)
+        # The first answers after discovery can be lost: ask policy_node (an idempotent reset)
+        # until one comes back, so the first episode's reset is not the one that waits.
+        while True:
+            try:
+                self._call(self.policy_client, Trigger.Request(), "policy_node reset",
+                           min(HANDSHAKE_RESET_S, max(deadline - time.monotonic(), 0.1)))
+                break
+            except AnswerTimeoutError:
+                if time.monotonic() > deadline:
+                    raise
         # What came before the first episode is not measured.
         self.latencies_ms, self.first_latencies_ms, self.lost = [], [], 0
 

@@ -99,6 +99,11 @@ class LockstepError(ClawgymError):
     """The ROS graph did not answer in time (a node missing, a message lost)."""
 
 
+class AnswerTimeoutError(LockstepError):
+    """A service call got no answer in time (the node is busy, gone, or its answer was lost:
+    just after discovery a server may answer before it matched the client's reply reader)."""
+
+
 class LockstepEvaluator:
     """Drives lockstep episodes on ``node``.
 
@@ -196,22 +201,23 @@ class LockstepEvaluator:
             self._arrived.notify()
 
     # ------------------------------------------------------------------ waiting
-    def _call(self, client, request, what: str):
+    def _call(self, client, request, what: str, timeout: float | None = None):
+        timeout = self.timeout if timeout is None else timeout
         if not client.service_is_ready() and not client.wait_for_service(
-                timeout_sec=self.timeout):
+                timeout_sec=timeout):
             raise LockstepError(f"ros evaluation: service {client.srv_name} is not available "
                                 f"({what})")
         future = client.call_async(request)
         if self.executor is not None:
-            self.executor.spin_until_future_complete(future, timeout_sec=self.timeout)
+            self.executor.spin_until_future_complete(future, timeout_sec=timeout)
             done = future.done()
         else:
             event = threading.Event()
             future.add_done_callback(lambda _: event.set())
-            done = event.wait(self.timeout)
+            done = event.wait(timeout)
         if not done:
             client.remove_pending_request(future)
-            raise LockstepError(f"ros evaluation: {what} timed out after {self.timeout:g} s")
+            raise AnswerTimeoutError(f"ros evaluation: {what} timed out after {timeout:g} s")
         response = future.result()
         if hasattr(response, "success") and not response.success:
             raise LockstepError(f"ros evaluation: {what} failed: {response.message}")
@@ -362,18 +368,24 @@ class LockstepEvaluator:
         state[C.OBS_OBJECT_POSES] = sensors.pose_array_values(response.object_poses)
         return state
 
-    def _reset(self, seed: int, world: str = "") -> ResetSim.Response:
+    def _reset(self, seed: int, world: str = "", timeout: float | None = None
+               ) -> ResetSim.Response:
         """Reset policy_node, then sim_node with ``seed`` into ``world`` (a scene, task or
-        task/template; empty = the current one), which publishes the t = 0 state."""
-        self._call(self.policy_client, Trigger.Request(), "policy_node reset")
+        task/template; empty = the current one), which publishes the t = 0 state; each call
+        waits ``timeout`` (default the evaluator's)."""
+        self._call(self.policy_client, Trigger.Request(), "policy_node reset", timeout)
         return self._call(self.reset_client, ResetSim.Request(seed=seed, scenario=world),
-                          f"sim/reset {world}".strip())
+                          f"sim/reset {world}".strip(), timeout)
 
     def handshake(self, wait: float) -> bool:
         """One round of :func:`wait_ready`: reset, then True when the t = 0 ground truth
         arrived here and sim_node received the policy's command for t = 0 within ``wait``
-        seconds each. Leaves no sample queued."""
-        stamp = self._reset(0).stamp
+        seconds each (a reset not answered within :data:`HANDSHAKE_RESET_S` counts as not
+        ready: the first answers after discovery can be lost). Leaves no sample queued."""
+        try:
+            stamp = self._reset(0, timeout=max(wait, HANDSHAKE_RESET_S)).stamp
+        except AnswerTimeoutError:
+            return False
         at_ns = stamp_nanos(stamp)
 
         def arrived() -> bool:
@@ -587,6 +599,9 @@ class LockstepEvaluator:
 
 #: Seconds one handshake round waits for the t = 0 samples and the policy's first command.
 HANDSHAKE_ROUND_S = 1.0
+#: Seconds one handshake round waits for each reset's answer (a reset under load is slower
+#: than a round; an answer lost just after discovery is asked for again after this).
+HANDSHAKE_RESET_S = 5.0
 
 
 def wait_ready(evaluator: LockstepEvaluator, timeout: float = 30.0,
