@@ -81,6 +81,33 @@ def test_recovery_episodes_finish_the_task_and_pass_the_dual_signoff(run_dir):
     rec.origin.update(ordinary)
 
 
+def test_a_failure_state_of_a_combined_cell_is_recovered_under_both_families(run_dir,
+                                                                             tmp_path):
+    """Failure states of an evaluation's combined cell (``lighting+sensor_noise``) restart the
+    expert under both families (they were refused as generator errors: the experts and the
+    records took one family); the record keeps the combined name through the MCAP file."""
+    from clawgym_ros.dataset.episode_mcap import read_episode, write_episode
+    from clawgym_ros.orchestration.synthesis import plan_recovery
+    from clawgym_ros.synthesis.episode import EpisodeError
+    from clawgym_ros.tasks.registry import generate_any, signoff_for
+
+    out, report, _ = run_dir
+    spec = dataclasses.replace(plan_recovery(out, report[:12], 1, seed=5).specs[0],
+                               family="lighting+sensor_noise", intensity=0.3)
+    rec = generate_any(spec)
+    assert rec.outcome.success, rec.outcome.reason
+    assert signoff_for(["pick_place"])(rec) == []
+    assert rec.family == "lighting+sensor_noise"
+    assert {k.split(".")[0] for k in rec.perturbation_params} >= {"lighting", "sensor_noise"}
+    path = tmp_path / "combined.mcap"
+    write_episode(rec, path)
+    assert read_episode(path, images=False).family == "lighting+sensor_noise"
+    for bad in ("lighting+lighting", "lighting+none", "lighting+glare"):
+        rec.family = bad
+        with pytest.raises(EpisodeError, match="joined with"):
+            rec.validate()
+
+
 def test_same_seed_same_dataset_any_worker_count_with_lineage(run_dir):
     from clawgym_ros.dataset.episode_mcap import read_episode
     from clawgym_ros.orchestration.synthesis import synthesize_recovery

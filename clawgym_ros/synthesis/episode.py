@@ -34,7 +34,9 @@ class EpisodeSpec:
         seed: the episode's own seed, derived from the run seed and ``index`` only.
         task: task name (e.g. ``pick_place``).
         template: task template; empty = the generator picks a training template from ``seed``.
-        family: perturbation family (one of ``constants.PERTURBATION_FAMILIES``).
+        family: perturbation family (one of ``constants.PERTURBATION_FAMILIES``), or several
+            joined with ``+`` (an evaluation's combined cell, e.g. ``lighting+sensor_noise``:
+            a recovery episode restarts from a failure state under its cell's conditions).
         intensity: perturbation intensity in [0, 1].
         difficulty: one of ``constants.DIFFICULTIES``.
         options: generator options (JSON-able), e.g. ``{"images": True}``.
@@ -243,15 +245,26 @@ class EpisodeRecord:
             if call.outcome not in C.SKILL_OUTCOMES:
                 raise EpisodeError(f"skill call {call.name!r} outcome {call.outcome!r} is not "
                                    f"one of {C.SKILL_OUTCOMES}")
-        if self.family not in C.PERTURBATION_FAMILIES:
+        if not is_family(self.family):
             raise EpisodeError(f"family {self.family!r} is not one of "
-                               f"{C.PERTURBATION_FAMILIES}")
+                               f"{C.PERTURBATION_FAMILIES} nor distinct ones of them (not "
+                               "none) joined with '+'")
         if not (0.0 <= self.intensity <= 1.0):
             raise EpisodeError(f"intensity {self.intensity!r} is not in [0, 1]")
         for key, value in self.perturbation_params.items():
             if not math.isfinite(value):
                 raise EpisodeError(f"perturbation_params[{key!r}]={value} is not finite")
         return self
+
+
+def is_family(name: str) -> bool:
+    """Whether ``name`` is a registered perturbation family (or ``none``), or distinct
+    registered families joined with ``+`` (a combined cell)."""
+    if name in C.PERTURBATION_FAMILIES:
+        return True
+    parts = name.split("+")
+    return (len(parts) > 1 and len(set(parts)) == len(parts)
+            and all(p in C.PERTURBATION_FAMILIES[1:] for p in parts))
 
 
 def _as_2d(value: Any) -> np.ndarray:

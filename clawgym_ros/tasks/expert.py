@@ -90,16 +90,15 @@ def world(env_cls: type[TaskEnv], template: str) -> tuple[TaskEnv, OmplPlanner]:
 
 
 def make_perturbations(spec: EpisodeSpec) -> dict[str, Any]:
-    """The perturbation cores of ``spec`` (none, or its family at its intensity, with the
-    family's fields from ``spec.options["perturbation"]``, e.g. a mixture cell's
-    disturbance ``event``)."""
-    if spec.family == C.FAMILY_NONE or spec.intensity <= 0.0:
-        return {}
-    from clawgym_ros.perturbations import make
+    """The perturbation cores of ``spec`` by family (none, or each of its families (``a+b``:
+    a combined cell) at its intensity, with the family's fields from
+    ``spec.options["perturbation"]``, e.g. a mixture cell's disturbance ``event``). Their
+    seed is 0: the wrappers reseed them with the episode at every reset."""
+    from clawgym_ros.tasks.episode_tools import perturbations_for
 
-    overrides = dict(dict(spec.options.get("perturbation", {})).get(spec.family, {}))
-    return {spec.family: make(spec.family, {"intensity": float(spec.intensity), "seed": 0,
-                                            **overrides})}
+    overrides = {k: dict(v) for k, v in dict(spec.options.get("perturbation", {})).items()}
+    return {p.config.family: p
+            for p in perturbations_for(spec.family, spec.intensity, 0, overrides)}
 
 
 def wrap_env(env: TaskEnv, perturbations: Mapping[str, Any]) -> Any:
