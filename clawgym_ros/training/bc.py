@@ -48,6 +48,7 @@ from clawgym_ros.training.hardening import (
     sensor_noise_std,
 )
 from clawgym_ros.training.policies import (
+    FEATURE_OBJECT_YAW,
     FEATURES,
     Featurizer,
     PolicyModel,
@@ -62,6 +63,15 @@ from clawgym_ros.training.policies import (
 #: Train-config fields that do not change the trained weights (left out of the work key).
 _KEY_EXCLUDED = ("steps", "log_interval", "checkpoint_interval")
 _VAL_CHUNK = 4096
+#: Most rows of the minibatches prepared at once (see :class:`_Window`).
+_WINDOW_ROWS = 8192
+#: A whole window is featurized at once only when a batch's values per transcendental op
+#: (``atan2``/``sin``/``cos`` of the object yaw) are a multiple of this and a window's stay
+#: below torch's parallel grain (32,768): then no value falls in a SIMD loop's scalar tail
+#: (vector width x unroll <= 64 floats) or a thread's chunk edge, and each equals the value
+#: of the per-batch op bit for bit. Otherwise each batch of the window is featurized alone.
+_SIMD_BLOCK = 64
+_GRAIN = 32768
 _COUNT_ROWS = 1 << 20
 _STATS_ROWS = 1 << 16
 
@@ -290,6 +300,23 @@ def _to_tensors(batch: Batch, policy: PolicyModel) -> tuple[torch.Tensor, torch.
         target = policy.normalize_action(policy.to_relative(torch.from_numpy(batch.action), raw))
     image = None if batch.image is None else torch.from_numpy(batch.image)
     return obs, target, torch.from_numpy(batch.group), image
+
+
+@dataclasses.dataclass
+class _Window:
+    """Minibatches of the next ``count`` steps, drawn, gathered, hardened and converted to
+    normalized tensors at once (the per-op cost of the small ops paid once per window instead
+    of once per step); step ``k`` of the window reads rows ``k * B .. (k + 1) * B``. The
+    generator states after each step's draws are kept so that a step folder written in the
+    middle of a window records what a step-by-step loop would have."""
+
+    count: int
+    obs: torch.Tensor
+    target: torch.Tensor
+    group: torch.Tensor
+    sample_states: list[torch.Tensor]
+    noise_states: list[torch.Tensor] | None
+    used: int = 0
 
 
 def make_hardener(policy: PolicyModel, obs_spec: Mapping[str, int], cfg: TrainConfig
@@ -540,6 +567,15 @@ class _Trainer:
             self.val = TensorBatch(*_to_tensors(val_batch, self.policy))
         self.harden = make_hardener(self.policy, run.obs_spec, cfg)
         self.writer = None
+        self.window: _Window | None = None
+        # Whole windows featurized at once only where that equals per-batch featurization.
+        objects = run.obs_spec.get(C.OBS_OBJECT_POSES, 0) // 7
+        rows = _WINDOW_ROWS
+        self.window_featurize = FEATURE_OBJECT_YAW not in spec.features
+        if not self.window_featurize and cfg.batch_size * objects % _SIMD_BLOCK == 0:
+            self.window_featurize = True
+            rows = min(rows, (_GRAIN - 1) // objects)
+        self.window_steps = max(1, rows // cfg.batch_size)
 
     def _load_newest_step(self) -> bool:
         """Load the newest complete step folder (<= cfg.steps); False when there is none."""
@@ -560,6 +596,11 @@ class _Trainer:
         tensors.update(self.state.tensors())
         tensors["rng.sample"] = self.sample_gen.get_state()
         tensors["rng.noise"] = self.noise_gen.get_state()
+        window = self.window
+        if window is not None and window.used < window.count:  # drawn ahead of this step
+            tensors["rng.sample"] = window.sample_states[window.used - 1]
+            if window.noise_states is not None:
+                tensors["rng.noise"] = window.noise_states[window.used - 1]
         ckpt.write_step(self.run.work_dir, step, policy=self.policy, meta=self.run.meta,
                         state_tensors=tensors,
                         state_json={"optimizer": opt_json, "loop": self.state.to_json()})
@@ -594,12 +635,16 @@ class _Trainer:
         cfg, loop, policy, optim = self.cfg, self.state, self.policy, self.optim
         for param_group in optim.param_groups:
             param_group["lr"] = lr_at(cfg, step)
-        batch = self.sampler.sample(cfg.batch_size, self.sample_gen)
-        if self.harden is not None:
-            batch.obs = self.harden(batch.obs, self.noise_gen)
-        obs, target, group, image = _to_tensors(batch, policy)
-        if image is not None:
-            image = policy.augment(image, self.noise_gen)
+        if self.sampler.has_images:
+            batch = self.sampler.sample(cfg.batch_size, self.sample_gen)
+            if self.harden is not None:
+                batch.obs = self.harden(batch.obs, self.noise_gen)
+            obs, target, group, image = _to_tensors(batch, policy)
+            if image is not None:
+                image = policy.augment(image, self.noise_gen)
+        else:
+            obs, target, group = self._window_batch(step)
+            image = None
         log_now = step % cfg.log_interval == 0 or step == cfg.steps
         metrics = update_step(policy, TensorBatch(obs, target, group, image), optim,
                               group_weights=self.run.weight_vec, grad_clip=cfg.grad_clip,
@@ -624,6 +669,56 @@ class _Trainer:
                                      val_loss=loop.last_val, group_losses=groups))
         if step % cfg.checkpoint_interval == 0 or step == cfg.steps or loop.stopped_early:
             self.save(step)
+
+    def _window_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Step ``step``'s normalized observations, targets and groups, from the current window
+        (a new one when it is used up)."""
+        window = self.window
+        if window is None or window.used == window.count:
+            window = self.window = self._fill(step)
+        size = self.cfg.batch_size
+        rows = slice(window.used * size, (window.used + 1) * size)
+        window.used += 1
+        return window.obs[rows], window.target[rows], window.group[rows]
+
+    def _fill(self, step: int) -> _Window:
+        """The window from step ``step`` on: the same draws, gathers and hardening noise, in the
+        same order, as a step-by-step loop. It ends at the next step that validates (it may stop
+        the run) or writes a step folder, so those see the generators as they would be."""
+        cfg, sampler, size = self.cfg, self.sampler, self.cfg.batch_size
+        end = min(cfg.steps, *(-(-step // n) * n for n in (cfg.checkpoint_interval,
+                                                             cfg.val_interval)))
+        count = min(self.window_steps, end - step + 1)
+        draws, sample_states = [], []
+        for _ in range(count):
+            draws.append(sampler.draw(size, self.sample_gen))
+            sample_states.append(self.sample_gen.get_state())
+        parts = []
+        for lo in range(0, count, sampler.release_every):  # pages released as often as before
+            group = draws[lo:lo + sampler.release_every]
+            parts.append(sampler.gather(np.concatenate([d[0] for d in group]),
+                                        np.concatenate([d[1] for d in group])))
+            sampler.advance(len(group))
+        batch = parts[0] if len(parts) == 1 else Batch(
+            obs=np.concatenate([p.obs for p in parts]),
+            action=np.concatenate([p.action for p in parts]),
+            group=np.concatenate([p.group for p in parts]), image=None)
+        noise_states = None
+        if self.harden is not None:
+            hardened, noise_states = [], []
+            for k in range(count):
+                hardened.append(self.harden(batch.obs[k * size:(k + 1) * size], self.noise_gen))
+                noise_states.append(self.noise_gen.get_state())
+            batch.obs = np.concatenate(hardened)
+        if self.window_featurize:
+            obs, target, group, _ = _to_tensors(batch, self.policy)
+        else:
+            steps = [_to_tensors(Batch(batch.obs[k * size:(k + 1) * size],
+                                       batch.action[k * size:(k + 1) * size],
+                                       batch.group[k * size:(k + 1) * size], None), self.policy)
+                     for k in range(count)]
+            obs, target, group = (torch.cat([s[i] for s in steps]) for i in range(3))
+        return _Window(count, obs, target, group, sample_states, noise_states)
 
     def _log(self, step: int, metrics: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
         """Close the logging window: a history entry (and TensorBoard scalars)."""

@@ -131,6 +131,10 @@ class TableSampler:
         self._steps = 0
         self.release()
 
+    @property
+    def has_images(self) -> bool:
+        return self._image is not None
+
     def _arrays(self) -> list[np.ndarray]:
         arrays = [self._obs, self._action, self._group]
         return arrays + ([self._image] if self._image is not None else [])
@@ -164,12 +168,22 @@ class TableSampler:
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
         """A uniformly random minibatch of train rows, drawn with ``generator``."""
-        u = torch.randint(self.train.rows, (batch_size,), generator=generator).numpy()
-        batch = self.gather(*self.train.locate(u))
-        self._steps += 1
-        if self._steps % self.release_every == 0 and self.total_bytes > self.budget_bytes:
-            self.release()
+        batch = self.gather(*self.draw(batch_size, generator))
+        self.advance(1)
         return batch
+
+    def draw(self, batch_size: int, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of one minibatch and the end of each row's episode (what :meth:`sample`
+        gathers), drawn with ``generator``; nothing is read."""
+        u = torch.randint(self.train.rows, (batch_size,), generator=generator).numpy()
+        return self.train.locate(u)
+
+    def advance(self, steps: int) -> None:
+        """Count ``steps`` gathered minibatches; release the mapped pages when due."""
+        due = self._steps // self.release_every != (self._steps + steps) // self.release_every
+        self._steps += steps
+        if due and self.total_bytes > self.budget_bytes:
+            self.release()
 
     def validation(self, max_rows: int, seed: int) -> Batch | None:
         """A fixed validation batch of up to ``max_rows`` held-out rows (None without a split)."""
