@@ -70,6 +70,31 @@ def test_cnn_augmentation_shifts_and_scales_images_from_the_generator():
         _cnn({"jitter": 1})
 
 
+def test_cnn_downsample_keeps_every_nth_pixel_in_training_and_acting():
+    rng = np.random.default_rng(0)
+    image = torch.from_numpy(rng.integers(0, 256, (4, 16, 16, 3), dtype=np.uint8))
+    obs = torch.zeros(4, 4)
+    policy = _cnn({"downsample": 2, "shift_pad": 0, "brightness": 0.0})
+    small = policy.augment(image, torch.Generator().manual_seed(0))
+    assert small.shape == (4, 8, 8, 3) and torch.equal(small, image[:, ::2, ::2])
+    dropped = image.clone()
+    dropped[:, 1::2] = 0
+    dropped[:, :, 1::2] = 0
+    full = _cnn({"shift_pad": 0, "brightness": 0.0})
+    with torch.no_grad():
+        # acting (full frame) and training (augmented, already downsampled) see the same pixels
+        assert torch.equal(policy(obs, image), policy(obs, small))
+        # only every second row and column reaches the encoder
+        assert torch.equal(policy(obs, image), policy(obs, dropped))
+        assert not torch.equal(full(obs, image), full(obs, dropped))
+    shifted = _cnn({"downsample": 2, "shift_pad": 2, "brightness": 0.0}).augment(
+        image, torch.Generator().manual_seed(1))
+    assert shifted.shape == (4, 8, 8, 3)
+    for bad in (0, 9):
+        with pytest.raises(ConfigError, match=f"downsample={bad}.*1, 8"):
+            _cnn({"downsample": bad})
+
+
 def test_evaluator_renders_the_camera_at_the_trained_size_and_refuses_others(cnn_run):
     from clawgym_ros.evaluation.rollout import RolloutOptions, image_options
     from clawgym_ros.training.checkpoint import load_policy

@@ -391,14 +391,20 @@ class CNNOptions:
             (edge pixels repeated; DrQ's pad-and-crop), [0, 32]; 0 = off.
         brightness: each training image's pixel values scaled by a factor drawn from
             [1 - brightness, 1 + brightness], [0, 1]; 0 = off.
+        downsample: the policy keeps every this-many-th pixel row and column of the camera
+            image (training and acting alike; like rendering it that much smaller), [1, 8];
+            1 = off. 2 turns 84x84 into 42x42: the convolutions and the augmentation then
+            cost about a quarter. ``shift_pad`` counts pixels of the downsampled image.
     """
 
     shift_pad: int = 4
     brightness: float = 0.3
+    downsample: int = 1
 
     def __post_init__(self) -> None:
         check_int("policy_options.shift_pad", self.shift_pad, 0, 32)
         check_range("policy_options.brightness", self.brightness, 0.0, 1.0)
+        check_int("policy_options.downsample", self.downsample, 1, 8)
 
 
 @register_policy(C.POLICY_CNN)
@@ -416,14 +422,26 @@ class CNNPolicy(_TrunkHead):
         self.encoder = ImageEncoder(spec.hidden[0])
         self._build_tail(spec.hidden[0] + spec.input_dim)
 
+    def downsampled(self, image: torch.Tensor) -> torch.Tensor:
+        """Camera images (B, H, W, 3) at the trained size -> what the encoder sees (every
+        ``downsample``-th row and column); images already downsampled (from :meth:`augment`)
+        pass unchanged."""
+        step = self.options.downsample
+        if step == 1 or self.spec.image_shape is None \
+                or tuple(image.shape[1:3]) != tuple(self.spec.image_shape[:2]):
+            return image
+        return image[:, ::step, ::step]
+
     def forward(self, obs_n: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
         if image is None:
             raise ClawgymError("cnn policy called without an image")
-        return self._tail(torch.cat([self.encoder(image), obs_n], dim=1))
+        return self._tail(torch.cat([self.encoder(self.downsampled(image)), obs_n], dim=1))
 
     def augment(self, image: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """Random shift (clamped indices: the same as replicate padding then cropping) and a
-        brightness factor per image; uint8 in, uint8 out."""
+        """Downsampling (:meth:`downsampled`, first: the rest works on fewer pixels), a random
+        shift (clamped indices: the same as replicate padding then cropping) and a brightness
+        factor per image; uint8 in, uint8 out."""
+        image = self.downsampled(image)
         batch, height, width, _ = image.shape
         pad = self.options.shift_pad
         if pad:
