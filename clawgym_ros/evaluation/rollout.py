@@ -364,6 +364,25 @@ def joint_limits(scene: str) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
+def _state_sum(state: Mapping[str, Any]) -> float:
+    """Sum of every value of ``state`` but images (uint8): finite iff every value is (state
+    values are far from overflowing float64), much cheaper than isfinite per element. Float
+    arrays (the usual state) are summed in one reduction over their concatenation."""
+    parts = []
+    for value in state.values():
+        if type(value) is not np.ndarray or value.dtype.kind != "f":
+            break
+        parts.append(value.reshape(-1))
+    else:
+        return float(np.add.reduce(np.concatenate(parts), axis=None)) if parts else 0.0
+    total = 0.0
+    for value in state.values():
+        arr = value if type(value) is np.ndarray else np.asarray(value)
+        if arr.dtype != np.uint8:
+            total += float(np.add.reduce(arr, axis=None))  # arr.sum() without its wrapper
+    return total
+
+
 class EpisodeScorer:
     """Collects one episode's per-step true state into an :class:`EpisodeResult`.
 
@@ -403,14 +422,7 @@ class EpisodeScorer:
     def observe(self, t: float, state: Mapping[str, np.ndarray],
                 contact_force: float = 0.0, collision: bool = False) -> bool:
         """Record the true state at time ``t``; returns False when it is not finite (NaN)."""
-        # One reduction per array: a sum is finite iff every element is (state values are
-        # far from overflowing float64), much cheaper than isfinite per array element.
-        total = 0.0
-        for value in state.values():
-            arr = value if type(value) is np.ndarray else np.asarray(value)
-            if arr.dtype != np.uint8:
-                total += float(np.add.reduce(arr, axis=None))  # arr.sum() without its wrapper
-        finite = math.isfinite(total)
+        finite = math.isfinite(_state_sum(state))
         self._event("nan", not finite)
         if not finite:
             return False
@@ -600,7 +612,12 @@ class Runner:
         # for bit: the backend refreshes its kinematics after every step and no perturbation
         # or calibration changes the arm's kinematic tree (test_eval_rollout checks it).
         true_state = None if tracker is not None else getattr(base, "true_state", None)
-        state = true_state() if true_state else backend.observation(cameras=())
+        # Unperturbed and without cameras, the scene env's observation *is* the backend's
+        # state (``backend.observation()``, assembled once per step): the scorer and the
+        # tracker read it before the policy gets it, and keep no reference to its arrays.
+        obs_is_state = tracker is not None and env is base and not self.options.cameras
+        state = obs if obs_is_state else \
+            true_state() if true_state else backend.observation(cameras=())
         scorer.observe(backend.time, state)
         if tracker is not None:
             tracker.update(backend.time, state)
@@ -628,7 +645,8 @@ class Runner:
                 self.actions.append({k: np.array(v, copy=True) for k, v in action.items()})
             obs, _, terminated, _, info = env.step(action)
             steps += 1
-            state = true_state() if true_state else backend.observation(cameras=())
+            state = obs if obs_is_state else \
+                true_state() if true_state else backend.observation(cameras=())
             if not scorer.observe(backend.time, state, float(info.get("contact_force", 0.0)),
                                   bool(info.get("collision", False))):
                 break
