@@ -113,7 +113,9 @@ def update_step(
     group_weights: torch.Tensor | None = None,
     grad_clip: float = 0.0,
     compute_grad_norm: bool = False,
-) -> dict[str, torch.Tensor]:
+    sample_weights: torch.Tensor | None = None,
+    group_stats: bool = True,
+) -> dict[str, Any]:
     """One optimizer step of group-weighted behaviour cloning.
 
     Args:
@@ -123,39 +125,48 @@ def update_step(
         group_weights: float (num_groups,) loss weight of each group (None: all 1).
         grad_clip: clip the gradient norm to this value (0 = no clipping).
         compute_grad_norm: also return the gradient norm when not clipping.
+        sample_weights: ``group_weights[batch.group]`` when the caller has it already.
+        group_stats: also return the per-group sums (the loop computes them for many steps
+            at once from ``per_sample``).
 
     Returns:
-        Detached tensors: ``loss`` (weighted), ``group_loss_sum`` and ``group_count``
-        (num_groups,) for per-group means, ``grad_norm`` (NaN when not computed), and
-        ``policy_metrics``, the metrics of the policy's loss (a dict, often empty).
+        Detached tensors: ``loss`` (weighted), ``per_sample`` (B,), ``group_loss_sum`` and
+        ``group_count`` (num_groups,) for per-group means (with ``group_stats``),
+        ``grad_norm`` (NaN when not computed), and ``policy_metrics``, the metrics of the
+        policy's loss (a dict, often empty).
     """
     if group_weights is None:
         group_weights = torch.ones(int(batch.group.max()) + 1)
     if not policy.training:  # train() visits every submodule: ~20 us a step
         policy.train()
     per_sample, policy_metrics = policy.loss(batch)
-    weights = group_weights[batch.group]
+    weights = group_weights[batch.group] if sample_weights is None else sample_weights
     loss = (weights * per_sample).sum() / weights.sum().clamp_min(1e-12)
     optim.zero_grad(set_to_none=True)
     loss.backward()
-    params = [p for group in optim.param_groups for p in group["params"] if p.grad is not None]
-    if grad_clip > 0:
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, grad_clip)
-    elif compute_grad_norm:
-        grad_norm = torch.linalg.vector_norm(
-            torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
-    else:
-        grad_norm = torch.tensor(float("nan"))
+    grad_norm = _NAN
+    if grad_clip > 0 or compute_grad_norm:
+        params = [p for group in optim.param_groups for p in group["params"]
+                  if p.grad is not None]
+        if grad_clip > 0:
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, grad_clip).detach()
+        else:
+            grad_norm = torch.linalg.vector_norm(
+                torch.stack([torch.linalg.vector_norm(p.grad) for p in params])).detach()
     optim.step()
-    num_groups = group_weights.shape[0]
     detached = per_sample.detach()
-    return {
-        "loss": loss.detach(),
-        "group_loss_sum": torch.zeros(num_groups).index_add_(0, batch.group, detached),
-        "group_count": torch.bincount(batch.group, minlength=num_groups).to(torch.float32),
-        "grad_norm": grad_norm.detach(),
-        "policy_metrics": {k: v.detach() for k, v in policy_metrics.items()},
-    }
+    out = {"loss": loss.detach(), "per_sample": detached, "grad_norm": grad_norm,
+           "policy_metrics": {k: v.detach() for k, v in policy_metrics.items()}}
+    if group_stats:
+        num_groups = group_weights.shape[0]
+        out["group_loss_sum"] = torch.zeros(num_groups).index_add_(0, batch.group, detached)
+        out["group_count"] = torch.bincount(batch.group, minlength=num_groups).to(
+            torch.float32)
+    return out
+
+
+#: The gradient norm of a step that does not compute it (read only at log steps).
+_NAN = torch.tensor(float("nan"))
 
 
 @contextlib.contextmanager
@@ -311,9 +322,8 @@ class _Window:
     middle of a window records what a step-by-step loop would have."""
 
     count: int
-    obs: torch.Tensor
-    target: torch.Tensor
-    group: torch.Tensor
+    #: per step: normalized observations, targets, groups, sample weights (views)
+    steps: list[tuple[torch.Tensor, ...]]
     sample_states: list[torch.Tensor]
     noise_states: list[torch.Tensor] | None
     used: int = 0
@@ -392,6 +402,20 @@ class _LoopState:
         self.win_steps = 0
         self.win_sums = torch.zeros(num_groups, dtype=torch.float64)
         self.win_counts = torch.zeros(num_groups, dtype=torch.float64)
+
+    def add_steps(self, steps: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+                  ) -> None:
+        """Add steps' (weighted loss, per-sample losses, groups) to the window sums: bit for
+        bit what adding each step's float32 loss and per-group sums (its samples in order)
+        to the float64 sums, one step after the other, gives (``scatter_add_`` and
+        ``cumsum`` accumulate in order; counts are whole numbers)."""
+        losses, per, groups = (torch.stack(part) for part in zip(*steps))
+        sums = torch.zeros(len(steps), self.win_sums.shape[0]).scatter_add_(1, groups, per)
+        self.win_loss = torch.cat([self.win_loss.view(1), losses.double()]).cumsum(0)[-1]
+        self.win_sums = torch.cat([self.win_sums.view(1, -1), sums.double()]).cumsum(0)[-1]
+        self.win_loss, self.win_sums = self.win_loss.clone(), self.win_sums.clone()
+        self.win_counts = self.win_counts + torch.bincount(
+            groups.reshape(-1), minlength=self.win_counts.shape[0]).double()
 
     def to_json(self) -> dict[str, Any]:
         return {"step": self.step, "best_val": _json_float(self.best_val),
@@ -568,6 +592,8 @@ class _Trainer:
         self.harden = make_hardener(self.policy, run.obs_spec, cfg)
         self.writer = None
         self.window: _Window | None = None
+        #: (loss, per-sample losses, groups) of the steps not yet in the window sums
+        self.pending: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         # Whole windows featurized at once only where that equals per-batch featurization.
         objects = run.obs_spec.get(C.OBS_OBJECT_POSES, 0) // 7
         rows = _WINDOW_ROWS
@@ -592,6 +618,7 @@ class _Trainer:
 
     def save(self, step: int) -> None:
         """Write step folder ``step``: weights, optimizer, generators, loop state."""
+        self._flush()
         tensors, opt_json = ckpt.optimizer_state(self.optim)
         tensors.update(self.state.tensors())
         tensors["rng.sample"] = self.sample_gen.get_state()
@@ -635,6 +662,7 @@ class _Trainer:
         cfg, loop, policy, optim = self.cfg, self.state, self.policy, self.optim
         for param_group in optim.param_groups:
             param_group["lr"] = lr_at(cfg, step)
+        weight = None
         if self.sampler.has_images:
             batch = self.sampler.sample(cfg.batch_size, self.sample_gen)
             if self.harden is not None:
@@ -643,17 +671,16 @@ class _Trainer:
             if image is not None:
                 image = policy.augment(image, self.noise_gen)
         else:
-            obs, target, group = self._window_batch(step)
+            obs, target, group, weight = self._window_batch(step)
             image = None
         log_now = step % cfg.log_interval == 0 or step == cfg.steps
         metrics = update_step(policy, TensorBatch(obs, target, group, image), optim,
                               group_weights=self.run.weight_vec, grad_clip=cfg.grad_clip,
-                              compute_grad_norm=log_now)
+                              compute_grad_norm=log_now, sample_weights=weight,
+                              group_stats=False)
         loop.step = step
-        loop.win_loss += metrics["loss"]
         loop.win_steps += 1
-        loop.win_sums += metrics["group_loss_sum"]
-        loop.win_counts += metrics["group_count"]
+        self.pending.append((metrics["loss"], metrics["per_sample"], group))
         groups: dict[str, float] = {}
         train_loss = math.nan
         if log_now:
@@ -670,16 +697,20 @@ class _Trainer:
         if step % cfg.checkpoint_interval == 0 or step == cfg.steps or loop.stopped_early:
             self.save(step)
 
-    def _window_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Step ``step``'s normalized observations, targets and groups, from the current window
-        (a new one when it is used up)."""
+    def _flush(self) -> None:
+        """Fold the steps since the last flush into the loop's window sums."""
+        if self.pending:
+            self.state.add_steps(self.pending)
+            self.pending.clear()
+
+    def _window_batch(self, step: int) -> tuple[torch.Tensor, ...]:
+        """Step ``step``'s normalized observations, targets, groups and sample weights, from
+        the current window (a new one when it is used up)."""
         window = self.window
         if window is None or window.used == window.count:
             window = self.window = self._fill(step)
-        size = self.cfg.batch_size
-        rows = slice(window.used * size, (window.used + 1) * size)
         window.used += 1
-        return window.obs[rows], window.target[rows], window.group[rows]
+        return window.steps[window.used - 1]
 
     def _fill(self, step: int) -> _Window:
         """The window from step ``step`` on: the same draws, gathers and hardening noise, in the
@@ -693,12 +724,12 @@ class _Trainer:
         for _ in range(count):
             draws.append(sampler.draw(size, self.sample_gen))
             sample_states.append(self.sample_gen.get_state())
-        parts = []
-        for lo in range(0, count, sampler.release_every):  # pages released as often as before
-            group = draws[lo:lo + sampler.release_every]
-            parts.append(sampler.gather(np.concatenate([d[0] for d in group]),
-                                        np.concatenate([d[1] for d in group])))
-            sampler.advance(len(group))
+        rows, ends = sampler.train.locate(np.concatenate(draws))
+        parts, every = [], sampler.release_every if sampler.releases else count
+        for lo in range(0, count, every):  # pages released as often as step by step
+            at = slice(lo * size, (lo + every) * size)
+            parts.append(sampler.gather(rows[at], ends[at]))
+            sampler.advance(min(every, count - lo))
         batch = parts[0] if len(parts) == 1 else Batch(
             obs=np.concatenate([p.obs for p in parts]),
             action=np.concatenate([p.action for p in parts]),
@@ -718,11 +749,15 @@ class _Trainer:
                                        batch.group[k * size:(k + 1) * size], None), self.policy)
                      for k in range(count)]
             obs, target, group = (torch.cat([s[i] for s in steps]) for i in range(3))
-        return _Window(count, obs, target, group, sample_states, noise_states)
+        parts = (obs, target, group, self.run.weight_vec[group])
+        steps = list(zip(*(part.view(count, size, *part.shape[1:]).unbind(0)
+                           for part in parts)))
+        return _Window(count, steps, sample_states, noise_states)
 
     def _log(self, step: int, metrics: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
         """Close the logging window: a history entry (and TensorBoard scalars)."""
         loop, writer = self.state, self.writer
+        self._flush()
         train_loss = float(loop.win_loss) / max(loop.win_steps, 1)
         groups = _group_means(self.table.group_names, loop.win_sums, loop.win_counts)
         entry = {"step": step, "loss": train_loss, "group_losses": groups,

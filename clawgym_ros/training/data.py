@@ -132,6 +132,11 @@ class TableSampler:
         self.release()
 
     @property
+    def releases(self) -> bool:
+        """Whether mapped pages are ever released (the table exceeds the budget)."""
+        return self.total_bytes > self.budget_bytes
+
+    @property
     def has_images(self) -> bool:
         return self._image is not None
 
@@ -168,21 +173,20 @@ class TableSampler:
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
         """A uniformly random minibatch of train rows, drawn with ``generator``."""
-        batch = self.gather(*self.draw(batch_size, generator))
+        batch = self.gather(*self.train.locate(self.draw(batch_size, generator)))
         self.advance(1)
         return batch
 
-    def draw(self, batch_size: int, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """The rows of one minibatch and the end of each row's episode (what :meth:`sample`
-        gathers), drawn with ``generator``; nothing is read."""
-        u = torch.randint(self.train.rows, (batch_size,), generator=generator).numpy()
-        return self.train.locate(u)
+    def draw(self, batch_size: int, generator: torch.Generator) -> np.ndarray:
+        """Positions in the train split of one minibatch's rows (``train.locate`` gives the
+        table rows :meth:`sample` gathers), drawn with ``generator``; nothing is read."""
+        return torch.randint(self.train.rows, (batch_size,), generator=generator).numpy()
 
     def advance(self, steps: int) -> None:
         """Count ``steps`` gathered minibatches; release the mapped pages when due."""
         due = self._steps // self.release_every != (self._steps + steps) // self.release_every
         self._steps += steps
-        if due and self.total_bytes > self.budget_bytes:
+        if due and self.releases:
             self.release()
 
     def validation(self, max_rows: int, seed: int) -> Batch | None:
