@@ -2,8 +2,10 @@
 
 - ``samples_per_s_trainer``: the full trainer (memory-mapped table, streaming gather,
   normalization, group weights, per-group losses, validation, TensorBoard, checkpoints).
-- ``samples_per_s_bare``: the same model, batch size and thread count trained by a bare loop on
-  in-memory tensors (random index, forward, MSE, backward, AdamW).
+- ``samples_per_s_bare``: the same model (the trainer's policy spec: its input has the derived
+  features too), batch size and thread count trained by a bare loop on the whole table made
+  into in-memory tensors once (features, normalization and targets computed before the
+  timing): per step a random index, forward, MSE, backward, AdamW.
 - ``ratio`` = trainer / bare (target >= 0.92, issue 24). Both are measured twice,
   alternating, in this one process; the best of each is kept so that a burst of load from
   other work hurts neither.
@@ -42,14 +44,19 @@ def _bare_loop(table: Any, cfg: Any, steps: int) -> float:
     import numpy as np
     import torch
 
-    from clawgym_ros.training.policies import PolicySpec, build_policy
+    from clawgym_ros.training.bc import input_stats, policy_spec, select_obs
+    from clawgym_ros.training.policies import build_policy
 
-    spec = PolicySpec(type=cfg.policy, obs_dim=table.obs.shape[1], act_dim=table.action.shape[1],
-                      hidden=cfg.hidden, chunk=1)
+    obs_spec, obs_cols = select_obs(table.obs_spec, cfg.exclude_obs_keys)
+    spec = policy_spec(table, cfg, obs_spec)
     torch.set_num_threads(cfg.num_threads)
-    model = build_policy(spec, table.stats, seed=cfg.seed)
-    x = model.normalize_obs(torch.from_numpy(np.array(table.obs)))
-    y = model.normalize_action(torch.from_numpy(np.array(table.action))).unsqueeze(1)
+    model = build_policy(spec, input_stats(table, obs_cols, spec, cfg.std_floor),
+                         seed=cfg.seed)
+    with torch.no_grad():
+        raw = torch.from_numpy(np.array(table.obs)[:, obs_cols])
+        x = model.normalize_obs(raw)
+        action = torch.from_numpy(np.array(table.action))[:, None, :]
+        y = model.normalize_action(model.to_relative(action.expand(-1, spec.chunk, -1), raw))
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     gen = torch.Generator().manual_seed(cfg.seed)
     start = time.perf_counter()

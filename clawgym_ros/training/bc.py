@@ -512,6 +512,22 @@ class _Setup:
     meta: dict[str, Any]
 
 
+def policy_spec(table: TrainingTable, cfg: TrainConfig, obs_spec: Mapping[str, int]
+                ) -> PolicySpec:
+    """The policy a run of ``cfg`` builds on ``table`` when it sees the observation keys
+    ``obs_spec`` (:func:`select_obs`): the derived features whose keys it sees, relative action
+    parts of ``cfg.action_mode``, the table's image shape."""
+    features = tuple(f for f in cfg.features if all(k in obs_spec for k in FEATURES[f]))
+    return PolicySpec(type=cfg.policy, obs_dim=sum(obs_spec.values()),
+                      act_dim=int(table.action.shape[1]), hidden=cfg.hidden, chunk=cfg.chunk,
+                      image_shape=None if table.image is None else
+                      tuple(int(s) for s in table.image.shape[1:]),
+                      features=features,
+                      obs_layout=tuple(obs_spec.items()) if features else (),
+                      relative=relative_parts(cfg.action_mode, obs_spec, table.action_spec),
+                      options=dict(cfg.policy_options))
+
+
 def _setup(table: TrainingTable, cfg: TrainConfig, store: ArtifactStore,
            dataset_ids: Sequence[str] | None, init_checkpoint: str | None,
            tensorboard: bool) -> _Setup:
@@ -534,15 +550,7 @@ def _setup(table: TrainingTable, cfg: TrainConfig, store: ArtifactStore,
         cfg = dataclasses.replace(cfg, policy=spec0.type, hidden=spec0.hidden, chunk=spec0.chunk,
                                   features=spec0.features, policy_options=dict(spec0.options))
         init_checkpoint = init.artifact.id
-    features = tuple(f for f in cfg.features if all(k in obs_spec for k in FEATURES[f]))
-    spec = PolicySpec(type=cfg.policy, obs_dim=len(obs_cols),
-                      act_dim=int(table.action.shape[1]), hidden=cfg.hidden, chunk=cfg.chunk,
-                      image_shape=None if table.image is None else
-                      tuple(int(s) for s in table.image.shape[1:]),
-                      features=features,
-                      obs_layout=tuple(obs_spec.items()) if features else (),
-                      relative=relative_parts(cfg.action_mode, obs_spec, table.action_spec),
-                      options=dict(cfg.policy_options))
+    spec = policy_spec(table, cfg, obs_spec)
     key = work_key(cfg, dataset_ids, table, init_checkpoint)
     stats = input_stats(table, obs_cols, spec, cfg.std_floor, cfg.action_shift)
     work_dir = store.run_dir / C.DIR_TRAIN_WORK / key
