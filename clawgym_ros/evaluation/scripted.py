@@ -18,6 +18,7 @@ Pure (NumPy + MuJoCo, no rclpy).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -57,8 +58,9 @@ class LiftTracker(StageTracker):
             self.start_z = float(state[C.OBS_OBJECT_POSES][self.target, 2])
 
     def _distance(self, state: Mapping[str, np.ndarray]) -> float:
-        obj = state[C.OBS_OBJECT_POSES][self.target, :3]
-        return float(np.linalg.norm(state[C.OBS_TOOL_POSE][:3] - obj))
+        offset = state[C.OBS_TOOL_POSE][:3] - state[C.OBS_OBJECT_POSES][self.target, :3]
+        # np.linalg.norm of a float vector is sqrt(x.dot(x)), here without its wrapper
+        return math.sqrt(offset.dot(offset))
 
     def _lifted(self, state: Mapping[str, np.ndarray]) -> bool:
         assert self.start_z is not None
