@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--lr-schedule", default=None,
                         help="learning-rate schedule: cosine (default) or constant")
     parser.add_argument("--chunk", type=int, default=None, help="actions predicted per step")
+    parser.add_argument("--add-feature", action="append", default=[], metavar="NAME",
+                        help="derived feature added to the default set (repeatable), e.g. "
+                             "object_rel_first for peg_insert (README, Policy)")
     parser.add_argument("--hardening-share", type=float, default=None,
                         help="share of each batch with perturbed observations, [0, 1]")
     parser.add_argument("--hardening-intensity", type=float, default=None,
@@ -86,6 +89,11 @@ def build_config(args: argparse.Namespace):
         values["group_weights"] = load_group_weights(args.weights)
     if args.policy_option:
         values["policy_options"] = parse_policy_options(args.policy_option)
+    if args.add_feature:
+        from clawgym_ros.training.config import DEFAULT_FEATURES
+
+        values["features"] = DEFAULT_FEATURES + tuple(
+            f for f in dict.fromkeys(args.add_feature) if f not in DEFAULT_FEATURES)
     for name in ("policy", "batch_size", "lr", "lr_schedule", "chunk", "hardening_share",
                  "hardening_intensity", "patience"):
         if getattr(args, name) is not None:

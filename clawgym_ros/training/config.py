@@ -40,8 +40,12 @@ DEFAULT_EXCLUDED_OBS_KEYS: tuple[str, ...] = ()
 #: Derived features (see :data:`clawgym_ros.training.policies.FEATURES`; names repeated here
 #: so that this module does not import torch).
 FEATURE_NAMES: tuple[str, ...] = ("object_rel_tool", "goal_rel_tool", "goal_rel_object",
-                                  "object_yaw")
-DEFAULT_FEATURES: tuple[str, ...] = FEATURE_NAMES
+                                  "object_yaw", "object_rel_first")
+#: The default set (checkpoint ids of runs that name no features depend on it): every
+#: feature but ``object_rel_first``, which peg_insert's recipe adds (docs/results/
+#: 2026-12-05-peg-insert-bc.md).
+DEFAULT_FEATURES: tuple[str, ...] = ("object_rel_tool", "goal_rel_tool", "goal_rel_object",
+                                     "object_yaw")
 
 #: AdamW learning rate of the default recipe. pick_place, 295 cube/cylinder demonstrations,
 #: 12,000 cosine steps, 60 held-out nominal episodes: 1e-3 15/60, 3e-3 48/60 (seed 1: 51/60),

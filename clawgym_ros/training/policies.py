@@ -42,11 +42,25 @@ FEATURE_OBJECT_REL_TOOL = "object_rel_tool"    # each object's position minus th
 FEATURE_GOAL_REL_TOOL = "goal_rel_tool"        # place goal minus tool position (3)
 FEATURE_GOAL_REL_OBJECT = "goal_rel_object"    # place goal minus the first object's position (3)
 FEATURE_OBJECT_YAW = "object_yaw"              # sin/cos of 2x and 4x each object's yaw (4/obj)
+#: each further object's pose relative to the first object's (11/obj): position difference
+#: (3), its x/y part at the millimetre scale, ``d / (|d| + OBJECT_REL_FIRST_SCALE)`` (2), the
+#: yaw difference x as sin/cos of 2x and 4x (4) and as ``t / (|t| + k)``, t = tan 2x, with
+#: k = 1 and k = OBJECT_REL_FIRST_YAW_SCALE (2: monotone in x over a square's +-45 degrees,
+#: the fine one resolving a degree). peg_insert's peg-to-hole offset must be
+#: resolved to 0.5 mm and a square peg's yaw to ~1 degree while positions vary over
+#: decimetres: differences of normalized absolute poses do not resolve that. Arithmetic only
+#: (bit for bit the same in any batch and in numpy).
+FEATURE_OBJECT_REL_FIRST = "object_rel_first"
+#: scales of the fine parts of ``object_rel_first``: an offset of 3 mm, or a yaw difference
+#: of 1.4 degrees (tan 2x = 0.05), maps to 0.5
+OBJECT_REL_FIRST_SCALE = 0.003
+OBJECT_REL_FIRST_YAW_SCALE = 0.05
 FEATURES: dict[str, tuple[str, ...]] = {
     FEATURE_OBJECT_REL_TOOL: (C.OBS_OBJECT_POSES, C.OBS_TOOL_POSE),
     FEATURE_GOAL_REL_TOOL: (C.OBS_PLACE_GOAL, C.OBS_TOOL_POSE),
     FEATURE_GOAL_REL_OBJECT: (C.OBS_PLACE_GOAL, C.OBS_OBJECT_POSES),
     FEATURE_OBJECT_YAW: (C.OBS_OBJECT_POSES,),
+    FEATURE_OBJECT_REL_FIRST: (C.OBS_OBJECT_POSES,),
 }
 
 
@@ -121,7 +135,8 @@ def feature_dim(features: Sequence[str], obs_spec: Mapping[str, int]) -> int:
     """Number of values the derived ``features`` add."""
     n_obj = obs_spec.get(C.OBS_OBJECT_POSES, 0) // 7
     width = {FEATURE_OBJECT_REL_TOOL: 3 * n_obj, FEATURE_GOAL_REL_TOOL: 3,
-             FEATURE_GOAL_REL_OBJECT: 3, FEATURE_OBJECT_YAW: 4 * n_obj}
+             FEATURE_GOAL_REL_OBJECT: 3, FEATURE_OBJECT_YAW: 4 * n_obj,
+             FEATURE_OBJECT_REL_FIRST: 11 * max(0, n_obj - 1)}
     return sum(width[f] for f in features)
 
 
@@ -173,6 +188,8 @@ class Featurizer(nn.Module):
                              - self._key(obs, C.OBS_TOOL_POSE)[:, :3])
             elif name == FEATURE_GOAL_REL_OBJECT:
                 parts.append(self._key(obs, C.OBS_PLACE_GOAL) - objects[:, 0, :3])
+            elif name == FEATURE_OBJECT_REL_FIRST:
+                parts.append(_relative_to_first(objects, ops).reshape(batch, -1))
             else:
                 w, x, y, z = (objects[:, :, i] for i in range(3, 7))
                 yaw = ops.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
@@ -180,6 +197,26 @@ class Featurizer(nn.Module):
                 parts.append(ops.stack([ops.sin(yaw2), ops.cos(yaw2), ops.sin(yaw4),
                                         ops.cos(yaw4)]).reshape(batch, -1))
         return ops.cat(parts)
+
+
+def _relative_to_first(objects: Any, ops: _Ops) -> Any:
+    """``object_rel_first`` of object poses (B, n, 7): (B, n - 1, 11)."""
+    rel = objects[:, 1:, :3] - objects[:, :1, :3]
+    fine = rel[:, :, :2] / (abs(rel[:, :, :2]) + OBJECT_REL_FIRST_SCALE)
+    w, x, y, z = (objects[:, :, i] for i in range(3, 7))
+    # Heading (cos yaw, sin yaw) of each object from its quaternion (of unit length for an
+    # upright object; not normalized: numpy's float32 sqrt differs from torch's in the last bit)
+    hx, hy = 1 - 2 * (y * y + z * z), 2 * (w * z + x * y)
+    c1 = hx[:, 1:] * hx[:, :1] + hy[:, 1:] * hy[:, :1]     # cos of the yaw difference
+    s1 = hy[:, 1:] * hx[:, :1] - hx[:, 1:] * hy[:, :1]     # sin
+    c2, s2 = c1 * c1 - s1 * s1, 2 * s1 * c1
+    c4, s4 = c2 * c2 - s2 * s2, 2 * s2 * c2
+    # tan(2x) through softsign, monotone in x over (-45, 45] degrees (a square's yaw error),
+    # coarse and at the degree scale: s4 / (|s4| + k (1 + c4)) = t / (|t| + k), t = tan 2x
+    half = 1 + c4 + 1e-6
+    yaw = ops.stack([s2, c2, s4, c4, s4 / (abs(s4) + half),
+                     s4 / (abs(s4) + OBJECT_REL_FIRST_YAW_SCALE * half)])
+    return ops.cat3([rel, fine, yaw])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +228,7 @@ class _Ops:
     cos: Any
     stack: Any      # along a new last axis
     cat: Any        # along axis 1
+    cat3: Any       # along axis 2
 
 
 def _via_torch(fn: Any) -> Any:
@@ -198,9 +236,10 @@ def _via_torch(fn: Any) -> Any:
 
 
 _TORCH_OPS = _Ops(torch.atan2, torch.sin, torch.cos, lambda xs: torch.stack(xs, dim=-1),
-                  lambda xs: torch.cat(xs, dim=1))
+                  lambda xs: torch.cat(xs, dim=1), lambda xs: torch.cat(xs, dim=2))
 _NUMPY_OPS = _Ops(_via_torch(torch.atan2), _via_torch(torch.sin), _via_torch(torch.cos),
-                  lambda xs: np.stack(xs, axis=-1), lambda xs: np.concatenate(xs, axis=1))
+                  lambda xs: np.stack(xs, axis=-1), lambda xs: np.concatenate(xs, axis=1),
+                  lambda xs: np.concatenate(xs, axis=2))
 
 
 class ImageEncoder(nn.Module):
