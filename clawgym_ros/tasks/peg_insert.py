@@ -279,6 +279,12 @@ class PegInsertEnv(TaskEnv):
         return PegTracker(goal)
 
 
+def _turn_shape(shape: str) -> str:
+    """The shape whose grasp yaw and turn toward the hole the expert uses: a round peg is
+    handled as a square one (see :meth:`PegExpert.run`)."""
+    return "square" if shape == "round" else shape
+
+
 def _symmetry(shape: str) -> float:
     return {"round": 0.0, "square": math.pi / 2, "hex": math.pi}[shape]
 
@@ -305,11 +311,13 @@ class PegExpert(ArmExpert):
         # The fingers close along the tool's y axis, (sin yaw, -cos yaw): yaw = peg yaw + pi/2
         # closes along the peg's x axis (square: a pair of faces), yaw = peg yaw along its y
         # axis (hex: across the flats; its x axis runs through two corners, a grip there
-        # pinches the corners and lets the peg turn in the hand).
-        if shape == "round":
-            yaw = 0.0
-        else:
-            yaw = _closest(peg_yaw + (math.pi / 2 if shape == "square" else 0.0), math.pi)
+        # pinches the corners and lets the peg turn in the hand). A round peg is grasped and
+        # turned as a square one: its yaw does not matter to the hole, but the observation
+        # does not tell the two training pegs apart, so a wrist motion that differs between
+        # them cannot be imitated (BC on both: square pegs met the hole 4-43 degrees off;
+        # docs/results/2026-12-05-peg-insert-bc.md).
+        turn = _turn_shape(shape)
+        yaw = _closest(peg_yaw + (math.pi / 2 if turn == "square" else 0.0), math.pi)
         quat = top_down_quat(yaw)
         grasp = np.array([peg[0], peg[1], peg[2] + PEG_LENGTH / 2 - 0.018])
         self.sync_planner()
@@ -328,9 +336,9 @@ class PegExpert(ArmExpert):
         tool = state[C.OBS_TOOL_POSE]
         r_tool = _rot(tool[3:])
         offset = r_tool.T @ (peg[:3] - tool[:3])
-        delta = _closest(_yaw(block[3:]) - _yaw(peg[3:]), _symmetry(shape))
-        yaw_t = _closest(yaw + delta, math.pi) if shape != "round" else yaw
-        if shape != "round" and abs(yaw_t - (yaw + delta)) > 1e-6:
+        delta = _closest(_yaw(block[3:]) - _yaw(peg[3:]), _symmetry(turn))
+        yaw_t = _closest(yaw + delta, math.pi)
+        if abs(yaw_t - (yaw + delta)) > 1e-6:
             yaw_t = yaw + delta                      # keep the exact relative rotation
         quat_t = top_down_quat(yaw_t)
         r_t = _rot(quat_t)
