@@ -329,6 +329,9 @@ def test_bench_train_quick_reports_ratio_and_rss():
     assert result["samples_per_s_trainer"] > 0 and result["samples_per_s_bare"] > 0
     assert result["ratio"] == pytest.approx(
         result["samples_per_s_trainer"] / result["samples_per_s_bare"], rel=1e-2)
+    assert result["cpu_us_per_step_trainer"] > 0 and result["cpu_us_per_step_bare"] > 0
+    assert result["cpu_ratio"] == pytest.approx(
+        result["cpu_us_per_step_bare"] / result["cpu_us_per_step_trainer"], rel=1e-2)
     assert result["vision"]["samples_per_s_trainer"] > 0   # cnn on 84x84 images
     rss = result["rss"]
     assert rss["table_10x_mb"] > 9 * rss["table_mb"]

@@ -8,7 +8,8 @@
   timing): per step a random index, forward, MSE, backward, AdamW.
 - ``ratio`` = trainer / bare (target >= 0.92, issue 24). Both are measured twice,
   alternating, in this one process; the best of each is kept so that a burst of load from
-  other work hurts neither.
+  other work hurts neither. ``cpu_ratio``: the same in process CPU time per sample (least of
+  each), which load from other processes moves less than wall time.
 - ``vision``: samples/s of the same trainer with the ``cnn`` policy (84x84 camera images,
   augmentation on) beside the MLP's ``samples_per_s_trainer``, same batch size and threads.
 - ``rss``: peak RSS of a child process that trains on the default table and on one ten times
@@ -22,6 +23,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -39,8 +41,9 @@ QUICK_ROWS = 10_000
 RL_BC = (8, 300)
 
 
-def _bare_loop(table: Any, cfg: Any, steps: int) -> float:
-    """Samples/s of a bare loop with the trainer's model on in-memory tensors."""
+def _bare_loop(table: Any, cfg: Any, steps: int) -> tuple[float, float]:
+    """Samples/s and CPU seconds per sample of a bare loop with the trainer's model on
+    in-memory tensors."""
     import numpy as np
     import torch
 
@@ -59,14 +62,16 @@ def _bare_loop(table: Any, cfg: Any, steps: int) -> float:
         y = model.normalize_action(model.to_relative(action.expand(-1, spec.chunk, -1), raw))
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     gen = torch.Generator().manual_seed(cfg.seed)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(steps):
         idx = torch.randint(x.shape[0], (cfg.batch_size,), generator=gen)
         loss = torch.nn.functional.mse_loss(model(x[idx]), y[idx])
         optim.zero_grad(set_to_none=True)
         loss.backward()
         optim.step()
-    return steps * cfg.batch_size / (time.perf_counter() - start)
+    samples = steps * cfg.batch_size
+    return (samples / (time.perf_counter() - start),
+            (time.process_time() - cpu_start) / samples)
 
 
 #: Camera image side of the vision figure (what synthesis records and the cnn policy reads).
@@ -149,16 +154,23 @@ def bench_train(quick: bool = False, seed: int = 0) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         table = synthetic_table(root / "table", rows=rows, seed=seed)
-        trainer, bare = [], []
+        trainer, bare, trainer_cpu, bare_cpu = [], [], [], []
         for rep in range(2):
-            bare.append(_bare_loop(table, cfg, steps))
+            rate, cpu = _bare_loop(table, cfg, steps)
+            bare.append(rate)
+            bare_cpu.append(cpu)
             result = train(table, cfg, ArtifactStore(root / f"run{rep}"), dataset_ids=[],
                            resume=False)
             trainer.append(result.samples_per_s)
+            trainer_cpu.append(result.cpu_s_per_sample)
         out["samples_per_s_trainer"] = round(max(trainer), 1)
         out["samples_per_s_bare"] = round(max(bare), 1)
         out["ratio"] = round(max(trainer) / max(bare), 3)
         out["ratio_target"] = 0.92
+        out["cpu_us_per_step_trainer"] = round(min(trainer_cpu) * cfg.batch_size * 1e6, 1)
+        out["cpu_us_per_step_bare"] = round(min(bare_cpu) * cfg.batch_size * 1e6, 1)
+        out["cpu_ratio"] = round(min(bare_cpu) / min(trainer_cpu), 3)
+        out["load_avg"] = round(os.getloadavg()[0], 2)
         out["vision"] = _vision(root, cfg, quick, seed, max(trainer))
 
         rss_steps = 200 if quick else 2000

@@ -103,6 +103,8 @@ class TrainResult:
     samples_per_s: float
     work_dir: Path
     log_dir: Path | None
+    #: process CPU seconds per sample over the span ``samples_per_s`` is timed on
+    cpu_s_per_sample: float = math.nan
 
 
 def update_step(
@@ -487,8 +489,10 @@ def train(
     run = _setup(table, cfg, store, dataset_ids, init_checkpoint, tensorboard)
     with deterministic(run.cfg.num_threads):
         trainer = _Trainer(table, run, resume)
-        cancelled, samples_per_s = trainer.loop(should_stop, on_progress)
-    return _publish(store, run, trainer, cancelled, samples_per_s)
+        cancelled, samples_per_s, cpu_s_per_sample = trainer.loop(should_stop, on_progress)
+    result = _publish(store, run, trainer, cancelled, samples_per_s)
+    result.cpu_s_per_sample = cpu_s_per_sample
+    return result
 
 
 @dataclasses.dataclass
@@ -641,15 +645,16 @@ class _Trainer:
                         state_json={"optimizer": opt_json, "loop": self.state.to_json()})
 
     def loop(self, should_stop: Callable[[int], bool] | None,
-             on_progress: Callable[[Progress], None] | None) -> tuple[bool, float]:
-        """Steps until cfg.steps, early stop or ``should_stop``: (cancelled, samples/s)."""
+             on_progress: Callable[[Progress], None] | None) -> tuple[bool, float, float]:
+        """Steps until cfg.steps, early stop or ``should_stop``: (cancelled, samples/s, process
+        CPU seconds per sample)."""
         cfg, loop = self.cfg, self.state
         if self.run.log_dir is not None:
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(log_dir=str(self.run.log_dir))
         cancelled = False
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         first_step = loop.step
         try:
             while loop.step < cfg.steps and not loop.stopped_early:
@@ -662,8 +667,10 @@ class _Trainer:
         finally:
             if self.writer is not None:
                 self.writer.close()
-        elapsed = time.perf_counter() - start
-        return cancelled, (loop.step - first_step) * cfg.batch_size / max(elapsed, 1e-9)
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        samples = (loop.step - first_step) * cfg.batch_size
+        return (cancelled, samples / max(elapsed, 1e-9),
+                cpu / samples if samples else math.nan)
 
     def step(self, step: int, on_progress: Callable[[Progress], None] | None) -> None:
         """One update, then its log / validation / progress / step folder as they fall due."""
