@@ -1,7 +1,8 @@
 """The closed loop through the real node graph (`clawgym loop`: synthesis, trainer, evaluator and
-coordinator nodes as separate processes): kill -9 of the trainer mid-iteration, or of the
-synthesis node mid-recovery-synthesis, rerun, and the final report equals an uninterrupted
-run's; `clawgym lineage` traces that report to every dataset, checkpoint, config and seed.
+coordinator nodes as separate processes): kill -9 of the synthesis node mid-recovery-
+synthesis, rerun, kill -9 of the trainer mid-iteration, rerun, and the final report equals an
+uninterrupted run's; `clawgym lineage` traces that report to every dataset, checkpoint,
+config and seed.
 
 Sized small (2 iterations x 6 episodes x 300 training steps, a 6-episode suite of 150 steps;
 iteration 1 gives 3 of its 6 episodes to recovery synthesis from iteration 0's failures) so
@@ -180,16 +181,45 @@ def reference(tmp_path_factory) -> tuple[Path, dict]:
     return config, ref_state
 
 
-def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(reference, tmp_path,
-                                                                     capsys):
+def _recovery_started(run_dir: Path) -> bool:
+    """Iteration 1 is synthesizing its recovery episodes and the synthesis node has begun
+    writing them (a dataset staging folder with content)."""
+    from clawgym_ros import constants as C
+    from clawgym_ros.coordinator.plan import PHASE_SYNTHESIZE
+
+    state = _state(run_dir)
+    if not state or state["iteration"] != 1 or state["phase"] != PHASE_SYNTHESIZE:
+        return False
+    cur = state["iterations"][-1]
+    if not cur["dataset_id"] or not cur["goals"].get(PHASE_SYNTHESIZE, {}).get(
+            "from_report"):
+        return False
+    staging = run_dir / "artifacts" / C.DIR_STAGING
+    return staging.is_dir() and any(
+        d.name.startswith(C.KIND_DATASET) and any(d.iterdir()) for d in staging.iterdir())
+
+
+def test_kill9_synthesis_then_trainer_each_rerun_equals_uninterrupted(reference, tmp_path,
+                                                                       capsys):
+    """One run killed twice in iteration 1: the synthesis node mid-recovery-synthesis, then
+    (rerun) the trainer after it saved a step; the second rerun ends at the reference's
+    final report with nothing completed lost or recomputed."""
     from clawgym_ros import constants as C
     from clawgym_ros.cli import main
     from clawgym_ros.training.checkpoint import complete_steps
 
     config, ref_state = reference
+    run = (tmp_path / "run").resolve()
 
-    # 2. The same loop; kill -9 the trainer while iteration 1 trains, after it saved a step.
-    run = tmp_path / "run"
+    # 1. kill -9 the synthesis node while it writes iteration 1's recovery episodes.
+    proc = _loop_cli(config, run)
+    crashed = _kill9_when(proc, run, "synthesis_node", lambda: _recovery_started(run),
+                          "iteration 1 synthesizing recovery episodes")
+    dataset_1 = crashed["iterations"][1]["dataset_id"]
+    assert dataset_1 and not crashed["iterations"][1].get("recovery_dataset_id")
+    dataset_1_created = _manifest(run, C.KIND_DATASET, dataset_1)["created"]
+
+    # 2. Rerun; kill -9 the trainer while iteration 1 trains, after it saved a step.
     proc = _loop_cli(config, run)
     work = run / C.DIR_TRAIN_WORK
     before: set[str] | None = None
@@ -211,6 +241,8 @@ def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(reference, 
     kept = {k: crashed["iterations"][0][k] for k in ("dataset_id", "checkpoint_id",
                                                      "report_id")}
     kept["dataset_1"] = crashed["iterations"][1]["dataset_id"]
+    assert kept["dataset_1"] == dataset_1      # the first rerun kept it (same file, same time)
+    assert _manifest(run, C.KIND_DATASET, dataset_1)["created"] == dataset_1_created
     kept["recovery_1"] = crashed["iterations"][1]["recovery_dataset_id"]
     created = {
         kept[key]: _manifest(run, C.KIND_DATASET, kept[key])["created"]
@@ -220,7 +252,7 @@ def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(reference, 
         kept["report_id"]: _manifest(run, C.KIND_REPORT, kept["report_id"])["created"],
     }
 
-    # 3. Rerun the same command: it resumes and ends with the reference's final report.
+    # 3. Rerun the same command again: it resumes and ends with the reference's final report.
     code, out, err = _finish(_loop_cli(config, run), 600)
     assert code == 0, err[-3000:]
     state = _state(run)
@@ -236,7 +268,14 @@ def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(reference, 
         kind = next(k for k in (C.KIND_DATASET, C.KIND_CHECKPOINT, C.KIND_REPORT)
                     if (run / "artifacts" / k / art_id).is_dir())
         assert _manifest(run, kind, art_id)["created"] == when
+    # The killed synthesis node's half-written recovery dataset left nothing behind: three
+    # datasets (iteration 0, iteration 1, iteration 1's recovery episodes), no staging folder.
     assert len(list((run / "artifacts" / C.KIND_DATASET).iterdir())) == 3
+    staging = run / "artifacts" / C.DIR_STAGING
+    assert not staging.is_dir() or not list(staging.iterdir())
+    for it, ref_it in zip(state["iterations"], ref_state["iterations"], strict=True):
+        for key in ("dataset_id", "recovery_dataset_id", "checkpoint_id", "report_id"):
+            assert it.get(key) == ref_it.get(key), key
     ckpt_1 = _manifest(run, C.KIND_CHECKPOINT, state["iterations"][1]["checkpoint_id"])
     assert ckpt_1["summary"]["resumed_from"] >= 100
     decisions = (run / C.DIR_LOOP / C.FILE_DECISIONS).read_text().splitlines()
@@ -271,49 +310,6 @@ def test_kill9_trainer_mid_iteration_then_rerun_equals_uninterrupted(reference, 
     assert found[state["config_id"]]["seeds"] == {"loop": 7}
     kinds = {n["kind"] for n in found.values()}
     assert kinds == {C.KIND_REPORT, C.KIND_CHECKPOINT, C.KIND_DATASET, C.KIND_CONFIG}
-
-
-def _recovery_started(run_dir: Path) -> bool:
-    """Iteration 1 is synthesizing its recovery episodes and the synthesis node has begun
-    writing them (a dataset staging folder with content)."""
-    from clawgym_ros import constants as C
-    from clawgym_ros.coordinator.plan import PHASE_SYNTHESIZE
-
-    state = _state(run_dir)
-    if not state or state["iteration"] != 1 or state["phase"] != PHASE_SYNTHESIZE:
-        return False
-    cur = state["iterations"][-1]
-    if not cur["dataset_id"] or not cur["goals"].get(PHASE_SYNTHESIZE, {}).get(
-            "from_report"):
-        return False
-    staging = run_dir / "artifacts" / C.DIR_STAGING
-    return staging.is_dir() and any(
-        d.name.startswith(C.KIND_DATASET) and any(d.iterdir()) for d in staging.iterdir())
-
-
-def test_kill9_synthesis_mid_recovery_then_rerun_equals_uninterrupted(reference, tmp_path):
-    from clawgym_ros import constants as C
-
-    config, ref_state = reference
-    run = (tmp_path / "run").resolve()
-    proc = _loop_cli(config, run)
-    crashed = _kill9_when(proc, run, "synthesis_node", lambda: _recovery_started(run),
-                          "iteration 1 synthesizing recovery episodes")
-    assert crashed["iterations"][1]["dataset_id"]
-    assert not crashed["iterations"][1].get("recovery_dataset_id")
-
-    code, out, err = _finish(_loop_cli(config, run), 600)
-    assert code == 0, err[-3000:]
-    state = _state(run)
-    assert state["final_report_id"] == ref_state["final_report_id"]
-    for it, ref_it in zip(state["iterations"], ref_state["iterations"], strict=True):
-        for key in ("dataset_id", "recovery_dataset_id", "checkpoint_id", "report_id"):
-            assert it.get(key) == ref_it.get(key), key
-    # The killed node's half-written recovery dataset left nothing behind: three datasets
-    # (iteration 0, iteration 1, iteration 1's recovery episodes) and no staging folder.
-    assert len(list((run / "artifacts" / C.KIND_DATASET).iterdir())) == 3
-    staging = run / "artifacts" / C.DIR_STAGING
-    assert not staging.is_dir() or not list(staging.iterdir())
 
 
 def test_sigterm_stops_the_loop_and_every_node(tmp_path):
