@@ -440,3 +440,24 @@ def test_recipe_policy_reads_a_subset_with_features_and_delta_targets(table, tmp
         expected = model.unnormalize_action(model(model.normalize_obs(raw)))[0, 0].numpy()
     assert np.allclose(action[C.ACT_JOINT_TARGET], expected[:7] + obs[C.OBS_JOINT_POS],
                        atol=1e-5)
+
+
+def test_features_outside_the_batch_dependent_set_are_row_exact():
+    """The trainer featurizes a window of minibatches at once where that gives the bits a
+    batch at a time gives: every derived feature not in BATCH_DEPENDENT_FEATURES must be the
+    same whatever rows are computed together (object_yaw's sin/cos/atan2 are not: a new
+    feature like it must be listed, or windowed training would change checkpoint ids)."""
+    import torch
+
+    from clawgym_ros.training.policies import BATCH_DEPENDENT_FEATURES, FEATURES, Featurizer
+
+    layout = ((C.OBS_TOOL_POSE, 7), (C.OBS_OBJECT_POSES, 21), (C.OBS_PLACE_GOAL, 3))
+    obs = torch.from_numpy(np.random.default_rng(0).normal(size=(1000, 31)).astype(np.float32))
+    cuts = (0, 1, 8, 21, 85, 256, 1000)
+    exact = {}
+    for name in FEATURES:
+        featurizer = Featurizer((name,), layout)
+        parts = torch.cat([featurizer(obs[a:b]) for a, b in zip(cuts, cuts[1:])])
+        exact[name] = torch.equal(featurizer(obs), parts)
+    assert {name for name, same in exact.items() if not same} <= BATCH_DEPENDENT_FEATURES
+    assert not exact[next(iter(BATCH_DEPENDENT_FEATURES))]   # the check can tell

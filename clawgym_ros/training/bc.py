@@ -48,7 +48,7 @@ from clawgym_ros.training.hardening import (
     sensor_noise_std,
 )
 from clawgym_ros.training.policies import (
-    FEATURE_OBJECT_YAW,
+    BATCH_DEPENDENT_FEATURES,
     FEATURES,
     Featurizer,
     PolicyModel,
@@ -609,7 +609,7 @@ class _Trainer:
         # Whole windows featurized at once only where that equals per-batch featurization.
         objects = run.obs_spec.get(C.OBS_OBJECT_POSES, 0) // 7
         rows = _WINDOW_ROWS
-        self.window_featurize = FEATURE_OBJECT_YAW not in spec.features
+        self.window_featurize = not BATCH_DEPENDENT_FEATURES.intersection(spec.features)
         if not self.window_featurize and cfg.batch_size * objects % _SIMD_BLOCK == 0:
             self.window_featurize = True
             rows = min(rows, (_GRAIN - 1) // objects)

@@ -62,6 +62,12 @@ FEATURES: dict[str, tuple[str, ...]] = {
     FEATURE_OBJECT_YAW: (C.OBS_OBJECT_POSES,),
     FEATURE_OBJECT_REL_FIRST: (C.OBS_OBJECT_POSES,),
 }
+#: Derived features whose values depend on how many rows are computed at once (vectorized
+#: transcendental functions round differently in a SIMD loop's scalar tail than in its
+#: vector body): the trainer featurizes them batch by batch, or in windows of whole SIMD
+#: blocks. Every other feature must be row-exact (arithmetic only; a test checks each one),
+#: or be listed here, or training in windows would change checkpoint ids.
+BATCH_DEPENDENT_FEATURES = frozenset({FEATURE_OBJECT_YAW})
 
 
 @dataclasses.dataclass(frozen=True)
