@@ -7,9 +7,10 @@ layout, so that parameter groups mean the same everywhere:
 
 - ``mlp`` (default): state vector -> ``encoder`` (Linear + ReLU, width ``hidden[0]``) ->
   ``trunk`` (Linear + ReLU per further width) -> ``head`` (Linear to ``chunk * act_dim``).
-- ``cnn``: camera image -> ``encoder`` (3 strided convs, 4x4 average pool, Linear + ReLU to
-  ``hidden[0]``), concatenated with the normalized state vector -> ``trunk`` -> ``head``.
-  Trained with image augmentation (:meth:`CNNPolicy.augment`: random shifts and brightness).
+- ``cnn``: camera image (optionally subsampled, :class:`CNNOptions` ``downsample``) ->
+  ``encoder`` (3 strided convs, 4x4 average pool, Linear + ReLU to ``hidden[0]``),
+  concatenated with the normalized state vector -> ``trunk`` -> ``head``. Trained with image
+  augmentation (:meth:`CNNPolicy.augment`: random shifts and brightness).
 
 Parameter groups (freezable by name): ``encoder``, ``trunk``, ``head``. Normalization statistics
 of observations and actions are buffers (saved with the weights, never trained): the network
