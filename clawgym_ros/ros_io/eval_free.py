@@ -59,7 +59,12 @@ from clawgym_ros.evaluation.scripted import LiftTracker
 from clawgym_ros.evaluation.suites import EpisodeSpec
 from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import stamp_nanos
-from clawgym_ros.ros_io.eval_lockstep import HANDSHAKE_RESET_S, AnswerTimeoutError, LockstepError
+from clawgym_ros.ros_io.eval_lockstep import (
+    HANDSHAKE_RESET_S,
+    AnswerTimeoutError,
+    LockstepError,
+    call_service,
+)
 from clawgym_ros.ros_io.qos import COMMAND_QOS, SENSOR_QOS, TASK_STATE_QOS
 
 CONTROL_DT = 0.02
@@ -147,18 +152,8 @@ class FreeWatcher:
     # ------------------------------------------------------------------ waiting
     def _call(self, client: Any, request: Any, what: str, timeout: float | None = None
               ) -> Any:
-        timeout = self.timeout if timeout is None else timeout
-        if not client.wait_for_service(timeout_sec=timeout):
-            raise LockstepError(f"free evaluation: service {client.srv_name} is not available")
-        future = client.call_async(request)
-        self.executor.spin_until_future_complete(future, timeout_sec=timeout)
-        if not future.done():
-            client.remove_pending_request(future)
-            raise AnswerTimeoutError(f"free evaluation: {what} timed out after {timeout:g} s")
-        response = future.result()
-        if not response.success:
-            raise LockstepError(f"free evaluation: {what} failed: {response.message}")
-        return response
+        return call_service(client, request, what, self.timeout if timeout is None else timeout,
+                            self.executor, "free evaluation")
 
     def wait_flowing(self, task_world: bool, timeout: float) -> None:
         """Until the ground truth streams and policy_node's commands reach this node (DDS

@@ -104,6 +104,35 @@ class AnswerTimeoutError(LockstepError):
     just after discovery a server may answer before it matched the client's reply reader)."""
 
 
+def call_service(client: Any, request: Any, what: str, timeout: float, executor: Any | None,
+                 where: str) -> Any:
+    """``client``'s answer to ``request`` within ``timeout`` seconds, spinning ``executor`` in
+    this thread (None: the node is spun by another thread); ``what`` and ``where`` name the
+    call in errors.
+
+    Raises:
+        LockstepError: the service is not there, or it answered ``success`` False.
+        AnswerTimeoutError: no answer in time (the pending request is dropped).
+    """
+    if not client.service_is_ready() and not client.wait_for_service(timeout_sec=timeout):
+        raise LockstepError(f"{where}: service {client.srv_name} is not available ({what})")
+    future = client.call_async(request)
+    if executor is not None:
+        executor.spin_until_future_complete(future, timeout_sec=timeout)
+        done = future.done()
+    else:
+        event = threading.Event()
+        future.add_done_callback(lambda _: event.set())
+        done = event.wait(timeout)
+    if not done:
+        client.remove_pending_request(future)
+        raise AnswerTimeoutError(f"{where}: {what} timed out after {timeout:g} s")
+    response = future.result()
+    if hasattr(response, "success") and not response.success:
+        raise LockstepError(f"{where}: {what} failed: {response.message}")
+    return response
+
+
 class LockstepEvaluator:
     """Drives lockstep episodes on ``node``.
 
@@ -202,26 +231,8 @@ class LockstepEvaluator:
 
     # ------------------------------------------------------------------ waiting
     def _call(self, client, request, what: str, timeout: float | None = None):
-        timeout = self.timeout if timeout is None else timeout
-        if not client.service_is_ready() and not client.wait_for_service(
-                timeout_sec=timeout):
-            raise LockstepError(f"ros evaluation: service {client.srv_name} is not available "
-                                f"({what})")
-        future = client.call_async(request)
-        if self.executor is not None:
-            self.executor.spin_until_future_complete(future, timeout_sec=timeout)
-            done = future.done()
-        else:
-            event = threading.Event()
-            future.add_done_callback(lambda _: event.set())
-            done = event.wait(timeout)
-        if not done:
-            client.remove_pending_request(future)
-            raise AnswerTimeoutError(f"ros evaluation: {what} timed out after {timeout:g} s")
-        response = future.result()
-        if hasattr(response, "success") and not response.success:
-            raise LockstepError(f"ros evaluation: {what} failed: {response.message}")
-        return response
+        return call_service(client, request, what, self.timeout if timeout is None else timeout,
+                            self.executor, "ros evaluation")
 
     def _wait_for(self, ready: Callable[[], bool], what: str, future: Any = None,
                   timeout: float | None = None) -> None:
