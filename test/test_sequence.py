@@ -208,6 +208,46 @@ def test_sequence_trains_evaluates_and_commits_with_lineage(run3, capsys):
     assert capsys.readouterr().out.strip().splitlines()[-1] == report_id
 
 
+def test_add_feature_and_chunk_reach_the_sequence_policy(run3, capsys):
+    """`--add-feature` and `--chunk` (peg_insert's recipe) reach the task-conditioned network
+    through the single-task trainer's flags; left at the defaults, the config records no
+    features (ids of runs that name none stay what they were)."""
+    from clawgym_ros.training.checkpoint import load_checkpoint
+
+    root, ids = run3
+    base = ["train", "--sequence", "pick_place,pill_handover", "--dataset", ids[0][:12],
+            "--dataset", ids[2][:12], "--out", str(root), *TINY,
+            "--sequence-option", "methods=naive", "--sequence-option", "eval_episodes=0"]
+    assert main([*base, "--add-feature", "object_rel_first", "--chunk", "10"]) == 0
+    report_id = capsys.readouterr().out.strip().splitlines()[-1]
+    store = ArtifactStore(root)
+    report = json.loads(store.get(report_id, C.KIND_REPORT).file(
+        S.FILE_SEQUENCE_REPORT).read_text())
+    assert report["config"]["features"][-1] == "object_rel_first"
+    assert report["policy_spec"]["chunk"] == 10
+    assert "object_rel_first" in report["policy_spec"]["features"]
+    last = load_checkpoint(store, report["methods"]["naive"]["stages"][-1]["checkpoint"])
+    assert "object_rel_first" in last.spec.features and last.spec.chunk == 10
+    # pill_handover has one object: the feature reads its zero-padded second slot (finite)
+    assert all(np.isfinite(v) for v in report["methods"]["naive"]["stages"][-1][
+        "val_loss"].values())
+    assert main(base) == 0
+    default_id = capsys.readouterr().out.strip().splitlines()[-1]
+    default = json.loads(store.get(default_id, C.KIND_REPORT).file(
+        S.FILE_SEQUENCE_REPORT).read_text())
+    assert "features" not in default["config"] and default_id != report_id
+    assert "object_rel_first" not in default["policy_spec"]["features"]
+    # an unknown feature, or the set named twice: one line, exit 2, nothing committed
+    before = _artifacts(root, C.KIND_CHECKPOINT), _artifacts(root, C.KIND_REPORT)
+    assert main([*base, "--add-feature", "peg_rel_hole"]) == 2
+    err = capsys.readouterr().err
+    assert "features[4]='peg_rel_hole' is invalid" in err and len(err.strip().splitlines()) == 1
+    assert main([*base, "--add-feature", "object_rel_first", "--sequence-option",
+                 "features=[object_yaw]"]) == 2
+    assert "--add-feature" in capsys.readouterr().err
+    assert (_artifacts(root, C.KIND_CHECKPOINT), _artifacts(root, C.KIND_REPORT)) == before
+
+
 def test_sequence_config_checks():
     with pytest.raises(ConfigError, match="methods"):
         S.SequenceConfig(tasks=("pick_place",), methods=())

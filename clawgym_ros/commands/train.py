@@ -182,6 +182,14 @@ def build_sequence_config(args: argparse.Namespace):
     options = parse_policy_options(args.sequence_option)
     check_option_names(options, SequenceConfig.option_names(), "--sequence-option ")
     values = {"tasks": tasks, "steps": args.steps, "seed": args.seed, **options}
+    if args.add_feature:
+        from clawgym_ros.training.config import DEFAULT_FEATURES
+
+        if "features" in options:
+            raise ConfigError("--add-feature", args.add_feature,
+                              "not with --sequence-option features=... (name the set once)")
+        values["features"] = DEFAULT_FEATURES + tuple(
+            f for f in dict.fromkeys(args.add_feature) if f not in DEFAULT_FEATURES)
     for name in ("batch_size", "lr", "chunk"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)

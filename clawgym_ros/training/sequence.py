@@ -32,6 +32,11 @@ the shared trunk anyway, and the head would be the freezing choice made by hand)
 the network and its evaluation wrapper live in :mod:`clawgym_ros.training.task_policy` (so
 ``clawgym eval --checkpoint`` loads a stage checkpoint without this module).
 
+The network's recipe takes the single-task trainer's flags: ``--chunk``, ``--batch-size``,
+``--lr`` and ``--add-feature`` (e.g. ``object_rel_first``, peg_insert's recipe:
+docs/results/2026-12-05-peg-insert-bc.md); a feature is computed for every task whose union
+row holds its keys (zero-padded slots included).
+
 Metrics (per method): success of every task after every stage on held-out seeds (the in-process
 evaluator, :class:`~clawgym_ros.evaluation.rollout.Runner`, nominal cell), with Wilson
 intervals; average final success; backward transfer ``BWT = mean_j<T (R[T,j] - R[j,j])``
@@ -68,7 +73,12 @@ from clawgym_ros.errors import ConfigError
 from clawgym_ros.evaluation.stats import wilson, z_value
 from clawgym_ros.training import checkpoint as ckpt
 from clawgym_ros.training.bc import deterministic, relative_parts
-from clawgym_ros.training.config import DEFAULT_BATCH_SIZE, DEFAULT_FEATURES, DEFAULT_LR
+from clawgym_ros.training.config import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_FEATURES,
+    DEFAULT_LR,
+    FEATURE_NAMES,
+)
 from clawgym_ros.training.data import TableSampler, episode_runs
 from clawgym_ros.training.policies import FEATURES, PolicySpec, TensorBatch, build_policy
 from clawgym_ros.training.task_policy import (  # noqa: F401  (the sequence's public names)
@@ -90,6 +100,10 @@ FILE_SEQUENCE_REPORT = "sequence.json"
 _EVAL_KEY = 22_5
 _STD_FLOOR = 0.01
 _VAL_CHUNK = 4096
+#: Settings that make a stage's training (its work key); ``features`` only when not the
+#: default (:meth:`SequenceConfig.to_json` leaves it out then).
+_TRAIN_KEYS = ("steps", "seed", "batch_size", "lr", "hidden", "chunk", "val_fraction",
+               "features")
 
 
 def _help(text: str) -> dict[str, str]:
@@ -113,6 +127,10 @@ class SequenceConfig:
     hidden: tuple[int, ...] = dataclasses.field(default=(256, 256, 256),
                                                 metadata=_help("hidden widths"))
     chunk: int = dataclasses.field(default=20, metadata=_help("actions predicted per step"))
+    features: tuple[str, ...] = dataclasses.field(
+        default=DEFAULT_FEATURES,
+        metadata=_help("derived observation features (``clawgym train --add-feature``: the "
+                       "default set plus these); those whose keys no task has are skipped"))
     rehearsal_rows: int = dataclasses.field(
         default=20000, metadata=_help("memory budget: rows of earlier tasks kept in all "
                                      "(split evenly between them); 0 = no rehearsal"))
@@ -166,6 +184,11 @@ class SequenceConfig:
         for i, width in enumerate(self.hidden):
             check_int(f"hidden[{i}]", width, 1, 65536)
         check_int("chunk", self.chunk, 1, 256)
+        if isinstance(self.features, str):
+            self.features = tuple(f.strip() for f in self.features.split(","))
+        self.features = tuple(self.features)
+        for i, name in enumerate(self.features):
+            check_choice(f"features[{i}]", name, FEATURE_NAMES)
         check_int("rehearsal_rows", self.rehearsal_rows, 0, 100_000_000)
         check_range("rehearsal_share", self.rehearsal_share, 0.0, 1.0, high_open=True)
         check_range("ewc_lambda", self.ewc_lambda, 0.0, 1e12)
@@ -187,7 +210,12 @@ class SequenceConfig:
                      if f.name not in ("tasks", "steps", "seed"))
 
     def to_json(self) -> dict[str, Any]:
-        return json.loads(json.dumps(dataclasses.asdict(self)))
+        data = json.loads(json.dumps(dataclasses.asdict(self)))
+        # Left out at the default: runs that name no features keep their checkpoint and
+        # report ids from before the option existed.
+        if self.features == DEFAULT_FEATURES:
+            del data["features"]
+        return data
 
 
 def check_tasks(tasks: Sequence[str], field: str = "sequence") -> tuple[str, ...]:
@@ -525,7 +553,7 @@ class _Run:
         self.action_spec = dict(action_spec)
         self.layout = UnionLayout.build(cfg.tasks, [t.obs_spec for t in tables])
         union = self.layout.spec
-        features = tuple(f for f in DEFAULT_FEATURES if all(k in union for k in FEATURES[f]))
+        features = tuple(f for f in cfg.features if all(k in union for k in FEATURES[f]))
         self.spec = PolicySpec(
             type=POLICY_TASK_MLP, obs_dim=self.layout.dim,
             act_dim=int(tables[0].action.shape[1]), hidden=cfg.hidden, chunk=cfg.chunk,
@@ -783,8 +811,7 @@ def _sequential(run: _Run, method: str) -> dict[str, Any]:
                 settings.update({k: getattr(cfg, k) for k in (
                     "rehearsal_rows", "rehearsal_share", "ewc_lambda", "ewc_gamma",
                     "fisher_batches", "fisher_batch_size", "freeze_layers")})
-        train_cfg = {k: v for k, v in cfg.to_json().items() if k in (
-            "steps", "seed", "batch_size", "lr", "hidden", "chunk", "val_fraction")}
+        train_cfg = {k: v for k, v in cfg.to_json().items() if k in _TRAIN_KEYS}
         key = _key({"stage": stage, "tasks": list(cfg.tasks), "parent": parent,
                     "datasets": [d.dataset_id for d in run.data], "settings": settings,
                     "train": train_cfg, "format": ckpt.CHECKPOINT_FORMAT})
@@ -831,8 +858,7 @@ def _joint(run: _Run) -> dict[str, Any]:
     policy.load_state_dict(run.init.state_dict())
     key = _key({"joint": True, "tasks": list(cfg.tasks),
                 "datasets": [d.dataset_id for d in run.data],
-                "train": {k: v for k, v in cfg.to_json().items() if k in (
-                    "steps", "seed", "batch_size", "lr", "hidden", "chunk", "val_fraction")},
+                "train": {k: v for k, v in cfg.to_json().items() if k in _TRAIN_KEYS},
                 "format": ckpt.CHECKPOINT_FORMAT})
     with deterministic(cfg.num_threads):
         trained = _train_stage(run, policy, method=METHOD_JOINT, stage=len(cfg.tasks),
