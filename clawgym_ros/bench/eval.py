@@ -10,7 +10,10 @@ baseline ``scripted:pick_place:grasp_height=0.015``, ``scene`` world, 120 steps 
   per action: ``mj_step`` x substeps plus the control write). Ratio = pure / wall (1.0 = no
   overhead; wall = ``Runner.timing.wall_s``, reset to last step). The timed run and the
   recording run are separate runs of each spec (episodes are deterministic), alternating per
-  episode, so copying actions does not count against the runner.
+  episode, so copying actions does not count against the runner. ``cpu_ratio``: the same
+  quotient in process CPU time (the runner's CPU from reset to last step, ``Runner.timing.
+  cpu_s``, against the replay's CPU plus the policy's CPU in the recording run), which
+  other processes on a shared machine move less than wall time.
 - ``scaling``: wall time of :func:`~clawgym_ros.evaluation.workers.run_specs` on the same
   specs with 1 worker (this process) and with 2 workers of a kept
   :class:`~clawgym_ros.evaluation.workers.WorkerPool` (started and warmed before the timing:
@@ -73,6 +76,27 @@ def _specs(n: int, seed: int) -> list[Any]:
     return expand(suite)
 
 
+class _CpuTimed:
+    """A policy adding up the process CPU time of its ``act`` calls (the recording run's
+    policy; the timed run's policy is left bare, timed by the runner's clock only)."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.cpu_s = 0.0
+
+    def reset(self) -> None:
+        self.policy.reset()
+
+    def act(self, obs: Any) -> Any:
+        start = time.process_time()
+        action = self.policy.act(obs)
+        self.cpu_s += time.process_time() - start
+        return action
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.policy, name)
+
+
 def _inprocess(specs: list[Any]) -> dict[str, Any]:
     import numpy as np
 
@@ -83,28 +107,36 @@ def _inprocess(specs: list[Any]) -> dict[str, Any]:
     source = PolicySource.parse(POLICY)
     runner = Runner(source.load(), options)
     runner.run(specs[0])                                   # env + policy warm-up
-    recorder = Runner(source.load(), options, record_actions=True)
+    recorded = _CpuTimed(source.load())
+    recorder = Runner(recorded, options, record_actions=True)
     backend = MujocoBackend()
-    wall = policy = physics = 0.0
+    wall = policy = physics = cpu = physics_cpu = 0.0
     steps = replayed = 0
+    load_before = os.getloadavg()[0]
     for spec in specs:
         # Timed run, then the same episode recorded and replayed on the bare backend: the
         # two alternate, so load from other processes hits both alike.
         runner.run(spec)
         wall += runner.timing.wall_s
+        cpu += runner.timing.cpu_s
         policy += runner.timing.policy_s
         steps += runner.timing.steps
         recorder.run(spec)
         backend.reset(spec.seed, rng=np.random.default_rng(spec.seed))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for action in recorder.actions:
             backend.step(action)
         physics += time.perf_counter() - t0
+        physics_cpu += time.process_time() - c0
         replayed += len(recorder.actions)
     runner.close()
     recorder.close()
     backend.close()
     pure = physics + policy
+    # The same quotient in process CPU time (less sensitive to other processes on a shared
+    # machine): the runner's CPU from reset to last step against the replay's CPU plus the
+    # policy's CPU in the recording run (the same episodes, the same actions).
+    pure_cpu = physics_cpu + recorded.cpu_s
     return {
         "episodes": len(specs), "control_steps": steps, "replayed_steps": replayed,
         "wall_s": round(wall, 3), "episodes_per_s": round(len(specs) / wall, 2),
@@ -113,6 +145,11 @@ def _inprocess(specs: list[Any]) -> dict[str, Any]:
         "pure_physics_policy_s": round(pure, 3),
         "pure_episodes_per_s": round(len(specs) / pure, 2),
         "ratio": round(pure / wall, 3), "target_ratio": 0.92,
+        "cpu_ratio": round(pure_cpu / cpu, 3),
+        "cpu_us_per_step": {"runner": round(cpu / steps * 1e6, 1),
+                            "physics": round(physics_cpu / steps * 1e6, 1),
+                            "policy": round(recorded.cpu_s / steps * 1e6, 1)},
+        "load_avg": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
 
 

@@ -1,0 +1,143 @@
+"""The in-process runner's per-step scoring (issue 24: in-process evaluation near physics +
+policy) gives the records it gave before it was made cheaper.
+
+- ``_state_finite`` (the per-step finite check) answers as ``isfinite(_state_sum(...))`` on
+  states of every shape the scorer meets: float64 arrays (1-D, 2-D, 0-d), float32, integer,
+  boolean and uint8 image arrays, lists and scalars, with NaN or inf in any value.
+- ``EpisodeScorer.observe`` reads the usual state (float64 arrays) as Python floats; states
+  with the same values as lists take its general path: both give the same record.
+- Records of random-policy and scripted episodes in the scene world (the world ``clawgym bench
+  eval`` times) and the task world hash to the digest the code gave before these changes
+  (computed on dc643a5). A changed digest means earlier reports are no longer reproduced: fix
+  the cause, do not update the pin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import numpy as np
+
+import clawgym_ros.sim  # noqa: F401  (registers the envs)
+from clawgym_ros import constants as C
+from clawgym_ros.evaluation import rollout as R
+from clawgym_ros.evaluation.suites import expand, parse_suite
+
+#: sha256 of the records of :func:`_records` (scene and task world, random and scripted).
+RECORDS_DIGEST = "dc3b81b7becf4a023ac9c2721d9d01791c740d6e5fe0dc37a4eae3679afa41e7"
+
+
+def _state(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {C.OBS_JOINT_POS: rng.normal(0, 1.5, 7), C.OBS_JOINT_VEL: rng.normal(0, 1, 7),
+            C.OBS_GRIPPER: rng.uniform(0, 0.08, 1), C.OBS_OBJECT_POSES: rng.normal(0, 1, (3, 7)),
+            C.OBS_TOOL_POSE: rng.normal(0, 1, 7)}
+
+
+def test_state_finite_agrees_with_state_sum():
+    rng = np.random.default_rng(0)
+    cases = []
+    for bad in (None, math.nan, math.inf, -math.inf):
+        for key in (C.OBS_JOINT_POS, C.OBS_OBJECT_POSES, C.OBS_TOOL_POSE):
+            state = _state(rng)
+            if bad is not None:
+                state[key].reshape(-1)[int(rng.integers(state[key].size))] = bad
+            cases.append(state)
+            cases.append({**state, "image": rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)})
+            cases.append({**state, "count": np.array([3, 4]), "flag": np.array([True])})
+            cases.append({k: v.astype(np.float32) for k, v in state.items()})
+            cases.append({k: v.tolist() for k, v in state.items()})
+            cases.append({**state, "time": np.float64(bad if bad is not None else 1.0)})
+            cases.append({**state, "scalar": np.array(bad if bad is not None else 2.0)})
+    cases.append({})
+    answers = [R._state_finite(s) for s in cases]
+    assert answers == [math.isfinite(R._state_sum(s)) for s in cases]
+    assert True in answers and False in answers
+
+
+def test_scorer_reads_float_arrays_as_its_general_path_does():
+    """The same states as float64 arrays (the fast path) and as lists (the general path):
+    joint-limit events, NaN stop, times and tool series identical."""
+    rng = np.random.default_rng(1)
+    spec = expand(parse_suite({"name": "s", "seed": 0, "episodes_per_cell": 1,
+                               "tasks": [{"task": "pick_place", "templates": ["cube"]}],
+                               "cells": {"nominal": True}}, "s"))[0]
+    limits = R.joint_limits(C.SCENE_TABLETOP)
+    for episode in range(20):
+        fast = R.EpisodeScorer(spec, 0.02, limits, 5.0)
+        general = R.EpisodeScorer(spec, 0.02, limits, 5.0)
+        stop = int(rng.integers(5, 60)) if episode % 2 else -1
+        for k in range(60):
+            state = _state(rng)
+            if k == stop:
+                state[C.OBS_JOINT_VEL][2] = math.nan
+            force, hit = float(rng.uniform(0, 8)), bool(rng.uniform() < 0.3)
+            a = fast.observe(0.02 * k, state, force, hit)
+            b = general.observe(0.02 * k, {key: v.tolist() for key, v in state.items()},
+                                force, hit)
+            assert a == b
+            if not a:
+                break
+        assert fast.violations == general.violations
+        assert fast.violations.get("joint_limit", 0) > 0
+        stages = ("reach", "grasp", "lift")
+        assert fast.result(stages, (), False).to_dict() == \
+            general.result(stages, (), False).to_dict()
+
+
+class _RandomPolicy:
+    """Random-walk joint targets (past the joint limits at times), random gripper widths."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed, self.episode = seed, 0
+
+    def reset(self) -> None:
+        self.rng = np.random.default_rng([self.seed, self.episode])
+        self.episode += 1
+        self.q = None
+
+    def act(self, obs):
+        if self.q is None:
+            self.q = np.array(obs[C.OBS_JOINT_POS], dtype=float)
+        self.q = self.q + self.rng.normal(0, 0.08, 7)
+        return {C.ACT_JOINT_TARGET: self.q.copy(), C.ACT_JOINT_VEL: self.rng.normal(0, 0.3, 7),
+                C.ACT_GRIPPER: np.array([self.rng.uniform(0, 0.08)])}
+
+
+def _specs(n: int, seed: int, cells: dict) -> list:
+    return expand(parse_suite({"name": "pin", "seed": seed, "episodes_per_cell": n,
+                               "tasks": [{"task": "pick_place", "templates": ["cube"]}],
+                               "cells": cells}, "pin"))
+
+
+def _records() -> dict[str, list]:
+    nominal = {"nominal": True}
+    runs = [
+        ("random_scene", _RandomPolicy(1), R.RolloutOptions(world="scene", max_steps=120),
+         _specs(60, 11, nominal)),
+        ("random_task", _RandomPolicy(2), R.RolloutOptions(world="task", max_steps=80),
+         _specs(6, 12, nominal)),
+        ("scripted_scene", R.PolicySource.parse("scripted:pick_place:grasp_height=0.015").load(),
+         R.RolloutOptions(world="scene", max_steps=120), _specs(12, 0, nominal)),
+        ("scripted_scene_noise", R.PolicySource.parse("scripted:pick_place").load(),
+         R.RolloutOptions(world="scene", max_steps=120),
+         _specs(4, 3, {"nominal": False,
+                       "sweeps": [{"family": "sensor_noise", "intensities": [1.0]}]})),
+    ]
+    out = {}
+    for name, policy, options, specs in runs:
+        runner = R.Runner(policy, options)
+        out[name] = [runner.run(spec).to_dict() for spec in specs]
+        runner.close()
+    return out
+
+
+def test_records_of_random_and_scripted_episodes_are_pinned():
+    records = _records()
+    # The pin covers what the scorer and tracker decide: violations, stages and successes.
+    assert sum(r["violations"].get("joint_limit", 0) for r in records["random_scene"]) > 0
+    assert any(r["success"] for r in records["scripted_scene"])
+    assert not all(r["success"] for r in records["scripted_scene"])
+    digest = hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()
+    assert digest == RECORDS_DIGEST
