@@ -141,7 +141,7 @@ def test_synth_and_eval_take_a_calibration(tmp_path, no_calibration, capsys):
     report's content (the uncalibrated ids are pinned in test_content_id_pins); a bad id is
     one line, exit 2, nothing committed."""
     from clawgym_ros.cli import main as cli_main
-    from test.test_content_id_pins import DATASET_IDS, REPORT_ID, ros_distro
+    from test.test_content_id_pins import pinned_dataset_id, pinned_report_id, ros_distro
 
     cal_id = commit_calibration(tmp_path)
     assert cli_main(["synth", "--task", "pick_place", "--episodes", "1", "--seed", "5",
@@ -152,8 +152,8 @@ def test_synth_and_eval_take_a_calibration(tmp_path, no_calibration, capsys):
                      "--workers", "1", "--max-steps", "60", "--calibration", cal_id[:12]]) == 0
     report_id = capsys.readouterr().out.split()[0]
     R.activate(None)
-    assert dataset != DATASET_IDS.get(ros_distro(), {}).get(C.TASK_PICK_PLACE)
-    assert report_id != REPORT_ID
+    assert dataset != pinned_dataset_id(ros_distro(), C.TASK_PICK_PLACE)
+    assert report_id != pinned_report_id()
     store = ArtifactStore(tmp_path)
     episodes = store.get(dataset).file("episodes.jsonl").read_text()
     assert json.loads(episodes.splitlines()[0])["options"]["calibration"]["id"] == cal_id
