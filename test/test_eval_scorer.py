@@ -19,14 +19,18 @@ import json
 import math
 
 import numpy as np
+import pytest
 
 import clawgym_ros.sim  # noqa: F401  (registers the envs)
 from clawgym_ros import constants as C
+from clawgym_ros.artifacts.provenance import blas_kernel
 from clawgym_ros.evaluation import rollout as R
 from clawgym_ros.evaluation.suites import expand, parse_suite
 
-#: sha256 of the records of :func:`_records` (scene and task world, random and scripted).
-RECORDS_DIGEST = "dc3b81b7becf4a023ac9c2721d9d01791c740d6e5fe0dc37a4eae3679afa41e7"
+#: numpy's OpenBLAS kernel -> sha256 of the records of :func:`_records` (scene and task world,
+#: random and scripted). Floating-point results depend on the kernel
+#: (test/test_content_id_pins.py's docstring); this digest was taken on ``Haswell`` only.
+RECORDS_DIGESTS = {"Haswell": "dc3b81b7becf4a023ac9c2721d9d01791c740d6e5fe0dc37a4eae3679afa41e7"}
 
 
 def _state(rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -140,4 +144,9 @@ def test_records_of_random_and_scripted_episodes_are_pinned():
     assert any(r["success"] for r in records["scripted_scene"])
     assert not all(r["success"] for r in records["scripted_scene"])
     digest = hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()
-    assert digest == RECORDS_DIGEST
+    kernel = blas_kernel()
+    if kernel not in RECORDS_DIGESTS:
+        pytest.skip(f"records digest pinned for numpy's OpenBLAS kernels "
+                    f"{', '.join(RECORDS_DIGESTS)}; this machine runs {kernel or 'unknown'} "
+                    f"(the report pin of test_content_id_pins covers it)")
+    assert digest == RECORDS_DIGESTS[kernel]
