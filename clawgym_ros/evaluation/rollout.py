@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -409,6 +410,9 @@ def _state_finite(state: Mapping[str, Any]) -> bool:
 
 
 _FLOAT64 = np.dtype(np.float64)
+_LE = operator.le
+# Observation keys the scorer compares each step's keys with (module names: one lookup each)
+_TOOL_POSE, _JOINT_POS = C.OBS_TOOL_POSE, C.OBS_JOINT_POS
 
 
 class EpisodeScorer:
@@ -439,7 +443,8 @@ class EpisodeScorer:
                             np.asarray(limits[1]) + LIMIT_SLACK)
             # The same float64 bounds as Python floats: a per-step check of a few joints
             # compares them in Python, cheaper than four numpy calls.
-            self._bound_pairs = list(zip(self._bounds[0].tolist(), self._bounds[1].tolist()))
+            self._lows = self._bounds[0].tolist()
+            self._highs = self._bounds[1].tolist()
 
     def _event(self, kind: str, active: bool) -> None:
         # Count episodes of violation (rising edges), not steps: one long contact is one event.
@@ -463,9 +468,9 @@ class EpisodeScorer:
                 break
             if value.ndim == 1:
                 floats = value.tolist()
-                if key == C.OBS_TOOL_POSE:
+                if key == _TOOL_POSE:
                     tool = floats
-                elif key == C.OBS_JOINT_POS:
+                elif key == _JOINT_POS:
                     q = floats
             else:
                 floats = value.ravel().tolist()
@@ -495,12 +500,10 @@ class EpisodeScorer:
                 joints = np.asarray(state[C.OBS_JOINT_POS])
                 if joints.shape == self._bounds[0].shape:
                     q = joints.tolist()
-            if q is not None and len(q) == len(self._bound_pairs):
-                out = False
-                for v, (lo, hi) in zip(q, self._bound_pairs):
-                    if v < lo or v > hi:
-                        out = True
-                        break
+            if q is not None and len(q) == len(self._lows):
+                # lo <= v <= hi for each joint, else out (q is finite here, the bounds not
+                # NaN: the negation of v < lo or v > hi); map and all run in C
+                out = not (all(map(_LE, self._lows, q)) and all(map(_LE, q, self._highs)))
             else:
                 lo, hi = self._bounds
                 joints = np.asarray(state[C.OBS_JOINT_POS])
