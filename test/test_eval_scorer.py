@@ -150,3 +150,31 @@ def test_records_of_random_and_scripted_episodes_are_pinned():
                     f"{', '.join(RECORDS_DIGESTS)}; this machine runs {kernel or 'unknown'} "
                     f"(the report pin of test_content_id_pins covers it)")
     assert digest == RECORDS_DIGESTS[kernel]
+
+
+def test_lift_tracker_reach_check_equals_the_distance_check():
+    """LiftTracker decides reach and grasp without the distance when a coordinate is beyond
+    the tolerance: the same answers as the distance, also a few ulps off the tolerance."""
+    from clawgym_ros.evaluation.scripted import REACH_TOLERANCE, LiftTracker
+
+    rng = np.random.default_rng(2)
+    tracker = LiftTracker()
+    answers = []
+    for k in range(20000):
+        tool = rng.uniform(-0.6, 0.6, 7)
+        if k % 2:
+            offset = np.zeros(3)
+            offset[k % 3] = REACH_TOLERANCE * (1 + int(rng.integers(-40, 40)) * 2.0 ** -52)
+            offset[(k + 1) % 3] = rng.choice([0.0, 1e-12, 1e-6])
+            offset *= rng.choice([-1.0, 1.0], 3)
+        else:
+            direction = rng.normal(size=3)
+            offset = direction / np.linalg.norm(direction) * REACH_TOLERANCE * (
+                1 + rng.normal(0, 1e-9) * (k % 4 == 0) + rng.normal(0, 0.5) * (k % 4 == 2))
+        objects = rng.uniform(-0.6, 0.6, (3, 7))
+        objects[0, :3] = tool[:3] - offset
+        state = {C.OBS_TOOL_POSE: tool, C.OBS_OBJECT_POSES: objects}
+        near = tracker._distance(state) < REACH_TOLERANCE
+        assert tracker._within_reach(state) == near
+        answers.append(near)
+    assert 1000 < sum(answers) < 19000

@@ -32,6 +32,9 @@ LIFT_STAGES = ("reach", "grasp", "lift")
 REACH_TOLERANCE = 0.03        # m, tool to object centre
 GRASP_WIDTH = 0.075           # m, gripper narrower than open
 LIFT_HEIGHT = 0.05            # m above the initial height
+#: A tool-object coordinate difference beyond which the distance is surely beyond
+#: REACH_TOLERANCE (LiftTracker._within_reach).
+_FAR = REACH_TOLERANCE * (1 + 1e-9)
 #: Steps ScriptedPick declares open loop once planned (it never reads another observation;
 #: a bound keeps the number finite).
 OPEN_LOOP_HORIZON = 1_000_000
@@ -70,12 +73,30 @@ class LiftTracker(StageTracker):
         """``success(state)[0]`` without the reason (the in-process runner asks every step)."""
         return self.start_z is not None and self._lifted(state)
 
+    def _within_reach(self, state: Mapping[str, np.ndarray]) -> bool:
+        """``_distance(state) < REACH_TOLERANCE``, with the distance computed only near the
+        object (checked every control step until grasped).
+
+        A coordinate difference beyond the tolerance by a relative margin of 1e-9 answers
+        False without it: the computed distance is at least that difference times
+        (1 - a few units of rounding, ~1e-16), however the dot product sums its nonnegative
+        terms, so it cannot come out below the tolerance. The differences are the same
+        float64 subtractions numpy makes.
+        """
+        tool = state[C.OBS_TOOL_POSE]
+        row = state[C.OBS_OBJECT_POSES][self.target]
+        if type(tool) is np.ndarray and type(row) is np.ndarray:
+            a, b = tool.tolist(), row.tolist()
+            if abs(a[0] - b[0]) > _FAR or abs(a[1] - b[1]) > _FAR or abs(a[2] - b[2]) > _FAR:
+                return False
+        return self._distance(state) < REACH_TOLERANCE
+
     def check(self, index: int, state: Mapping[str, np.ndarray]) -> bool:
         if index == 0:
-            return self._distance(state) < REACH_TOLERANCE
+            return self._within_reach(state)
         if index == 1:
             return (float(state[C.OBS_GRIPPER][0]) < GRASP_WIDTH
-                    and self._distance(state) < REACH_TOLERANCE)
+                    and self._within_reach(state))
         return self._lifted(state)
 
     def success(self, state: Mapping[str, np.ndarray]) -> tuple[bool, str]:
