@@ -178,3 +178,30 @@ def test_lift_tracker_reach_check_equals_the_distance_check():
         assert tracker._within_reach(state) == near
         answers.append(near)
     assert 1000 < sum(answers) < 19000
+
+
+def test_bare_scene_env_step_is_the_backends_step_and_observation():
+    """The runner steps the bare scene env's backend directly when it scores the scene world
+    unperturbed: that holds only while ClawEnv.step is exactly that (reward 0, not
+    terminated, no info)."""
+    import gymnasium as gym
+
+    envs = [gym.make("clawgym/Tabletop-v0", control_mode=C.CONTROL_DICT).unwrapped
+            for _ in range(2)]
+    policy = _RandomPolicy(3)
+    policy.reset()
+    obs = [env.reset(seed=4)[0] for env in envs]
+    try:
+        for _ in range(40):
+            action = policy.act(obs[0])
+            obs[0], reward, terminated, truncated, info = envs[0].step(action)
+            envs[1].backend.step(action)
+            obs[1] = envs[1].backend.observation()
+            assert (reward, terminated, truncated, info) == (0.0, False, False, {})
+            assert list(obs[0]) == list(obs[1])
+            for key in obs[0]:
+                assert obs[0][key].dtype == obs[1][key].dtype
+                assert obs[0][key].tobytes() == obs[1][key].tobytes()
+    finally:
+        for env in envs:
+            env.close()

@@ -411,6 +411,7 @@ def _state_finite(state: Mapping[str, Any]) -> bool:
 
 _FLOAT64 = np.dtype(np.float64)
 _LE = operator.le
+_NO_INFO: dict[str, Any] = {}   # the bare scene env's step info (read only)
 # Observation keys the scorer compares each step's keys with (module names: one lookup each)
 _TOOL_POSE, _JOINT_POS = C.OBS_TOOL_POSE, C.OBS_JOINT_POS
 
@@ -622,6 +623,7 @@ class Runner:
         self.actions: list[dict[str, np.ndarray]] = []
         self.timing = EpisodeTiming()
         self._envs: dict[tuple[str, str], Any] = {}
+        self._limits: dict[str, tuple[np.ndarray, np.ndarray]] = {}   # per scene
 
     def _env(self, spec: EpisodeSpec, world: str) -> tuple[Any, int]:
         import gymnasium as gym
@@ -676,8 +678,11 @@ class Runner:
             stages = info["stages"]
             max_force = base.task.max_contact_force
         backend = base.backend
-        scorer = EpisodeScorer(spec, backend.control_dt, joint_limits(scene_of(spec.task)),
-                               max_force, self.options.rate_hz)
+        scene = scene_of(spec.task)
+        limits = self._limits.get(scene)
+        if limits is None:
+            limits = self._limits[scene] = joint_limits(scene)
+        scorer = EpisodeScorer(spec, backend.control_dt, limits, max_force, self.options.rate_hz)
         # The scene world scores the backend's state. It is what the ROS evaluator rebuilds
         # from ground-truth topics (tool pose by forward kinematics of the reported joints) bit
         # for bit: the backend refreshes its kinematics after every step and no perturbation
@@ -687,6 +692,16 @@ class Runner:
         # state (``backend.observation()``, assembled once per step): the scorer and the
         # tracker read it before the policy gets it, and keep no reference to its arrays.
         obs_is_state = tracker is not None and env is base and not self.options.cameras
+        # The bare scene env's step is the backend's step and observation, reward 0, never
+        # terminated, no info (ClawEnv.step; test_eval_scorer holds it to that): when the
+        # runner scores that observation itself it calls the two directly.
+        backend_step = backend_observation = None
+        if obs_is_state:
+            from clawgym_ros.sim.envs import ClawEnv
+
+            if type(base).step is ClawEnv.step and \
+                    type(base).task_reward is ClawEnv.task_reward:
+                backend_step, backend_observation = backend.step, backend.observation
         state = obs if obs_is_state else \
             true_state() if true_state else backend.observation(cameras=())
         scorer.observe(backend.time, state)
@@ -719,7 +734,11 @@ class Runner:
             policy_s += clock() - t0
             if record is not None:
                 record({k: np.array(v, copy=True) for k, v in action.items()})
-            obs, _, terminated, _, info = env_step(action)
+            if backend_step is not None:
+                backend_step(action)
+                obs, terminated, info = backend_observation(), False, _NO_INFO
+            else:
+                obs, _, terminated, _, info = env_step(action)
             steps += 1
             state = obs if obs_is_state else \
                 true_state() if true_state else backend.observation(cameras=())
