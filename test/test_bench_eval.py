@@ -30,6 +30,13 @@ def test_bench_eval_quick(capsys):
     assert local["ratio"] == pytest.approx(local["pure_physics_policy_s"] / local["wall_s"],
                                            abs=1e-3 + 1e-3 / local["wall_s"])
     assert 0 < local["ratio"] < 1.5
+    # The same quotient in process CPU time: (replay + policy) / runner, per step rounded
+    # to 0.1 us (~400 us a step).
+    cpu = local["cpu_us_per_step"]
+    assert set(cpu) == {"runner", "physics", "policy"} and min(cpu.values()) > 0
+    assert local["cpu_ratio"] == pytest.approx((cpu["physics"] + cpu["policy"]) / cpu["runner"],
+                                               abs=2e-3)
+    assert len(local["load_avg"]) == 2
     scaling = result["scaling"]
     assert scaling["identical_results"] is True
     assert scaling["speedup"] == pytest.approx(
