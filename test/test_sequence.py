@@ -472,36 +472,40 @@ def test_policy_node_needs_one_task_world_for_a_sequence_checkpoint(seq2):
 
 
 # --- measured run (opt-in) -------------------------------------------------------------------
-#: The measured run of docs/results/2026-12-05-incremental-learning-optimal.md: 300
-#: demonstrations per task from the time-optimal expert, 8,000 steps per stage (joint 24,000),
-#: consolidation by rehearsal alone, evaluation episodes cut at twice the longest demonstration.
-DEMOS = 300
-SYNTH_SEEDS = (201, 202, 203)
+#: The measured run of docs/results/2026-12-05-incremental-learning-peg-recipe.md: the
+#: time-optimal expert's demonstrations (300 pick_place, 500 peg_insert as in peg_insert's BC
+#: recipe, 300 pill_handover), peg_insert's network recipe (chunk 10, object_rel_first) for the
+#: whole sequence, 12,000 steps per stage (joint 36,000), consolidation by rehearsal alone,
+#: 30 evaluation episodes per task and stage cut at twice the longest demonstration.
+DEMOS = (300, 500, 300)
+SYNTH_SEEDS = (201, 21, 203)
 SYNTH_OPTIONS = ("--option", "timing=optimal", "--option", "acceleration_scale=2")
-STEPS = 8000
-EVAL_EPISODES = 20
+STEPS = 12000
+EVAL_EPISODES = 30
+NETWORK = ("--chunk", "10", "--add-feature", "object_rel_first")
 RECIPE = ("rehearsal_rows=20000", "rehearsal_share=0.5", "ewc_lambda=0", "freeze_layers=0",
           "eval_steps_factor=2")
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(5400)
+@pytest.mark.timeout(7200)
 @pytest.mark.skipif(os.environ.get("CLAWGYM_ACCEPTANCE") != "1",
-                    reason="opt-in (CLAWGYM_ACCEPTANCE=1): about 45 minutes of synthesis, "
-                           "training (8 x 8,000 steps) and 420 evaluation episodes on 2 "
-                           "cores")
+                    reason="opt-in (CLAWGYM_ACCEPTANCE=1): about 90 minutes of synthesis, "
+                           "training (5 x 12,000 + 36,000 steps) and 630 evaluation episodes "
+                           "on 2 cores")
 def test_sequence_acceptance(tmp_path, capsys):
-    """Issue 22 item 5, as far as it holds: average final success within 0.1 of joint
-    training, and consolidation forgets less than naive sequential fine-tuning. Not asserted
-    (measured 0.30 vs 0.475, not <= half): the issue's "forgetting <= half of naive"; at this
-    budget only pick_place succeeds after its own stage, so forgetting rests on it."""
+    """Issue 22 item 5: consolidated forgetting <= half of naive sequential fine-tuning's
+    (measured 0.250 vs 0.633) and average final success within 0.1 of joint training
+    (measured 0.189 vs 0.267), one training seed. Both rest mostly on pick_place:
+    pill_handover does not succeed in any method and peg_insert reaches 2/30 with rehearsal."""
     ids = []
-    for task, seed in zip(TASKS, SYNTH_SEEDS):
-        assert main(["synth", "--task", task, "--episodes", str(DEMOS), "--seed", str(seed),
+    for task, seed, demos in zip(TASKS, SYNTH_SEEDS, DEMOS):
+        assert main(["synth", "--task", task, "--episodes", str(demos), "--seed", str(seed),
                      "--workers", "2", "--out", str(tmp_path), *SYNTH_OPTIONS]) == 0
         ids.append(capsys.readouterr().out.strip().splitlines()[0])   # the dataset id
     argv = ["train", "--sequence", ",".join(TASKS), "--steps", str(STEPS), "--seed", "0",
-            "--out", str(tmp_path), "--sequence-option", f"eval_episodes={EVAL_EPISODES}"]
+            "--out", str(tmp_path), *NETWORK,
+            "--sequence-option", f"eval_episodes={EVAL_EPISODES}"]
     for option in RECIPE:
         argv += ["--sequence-option", option]
     for d in ids:
@@ -514,8 +518,10 @@ def test_sequence_acceptance(tmp_path, capsys):
     acceptance = metrics["acceptance"]
     print(json.dumps(acceptance))
     first = report["methods"]["naive"]["stages"][0]["success"]["pick_place"]
-    assert first["value"] >= 0.8                       # measured 19/20 after its own stage
+    assert first["value"] >= 0.8                       # measured 29/30 after its own stage
+    peg = report["methods"]["naive"]["stages"][1]["success"]["peg_insert"]
+    assert peg["successes"] >= 3                       # measured 9/30 after its own stage
     assert acceptance["within_0.1_of_joint"] is True
-    assert acceptance["forgetting_consolidated"] < acceptance["forgetting_naive"]
+    assert acceptance["forgetting_at_most_half_of_naive"] is True
     assert metrics["consolidated"]["val_loss_forgetting"] \
         <= 0.5 * metrics["naive"]["val_loss_forgetting"]
