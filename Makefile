@@ -32,9 +32,10 @@ STAMP_IFACE := $(VENV)/.stamp-interfaces
 STAMP_PKG := $(VENV)/.stamp-package
 IFACE_SRC := $(shell find clawgym_interfaces -type f \( -name '*.msg' -o -name '*.srv' -o -name '*.action' -o -name 'CMakeLists.txt' -o -name 'package.xml' \))
 # liburdfdom-tools (check_urdf) and libsdformat-dev (the SDFormat checker the tests build): the
-# real parsers that check the robot descriptions and Gazebo worlds.
+# real parsers that check the robot descriptions and Gazebo worlds; chromium: the headless
+# browser the tests drive the judgment page and the report page with.
 APT_PACKAGES := cmake g++ make git pkg-config libegl1 libgl1 libegl-mesa0 libgles2 libosmesa6 \
-  liburdfdom-tools libsdformat-dev
+  liburdfdom-tools libsdformat-dev chromium
 # Named by the distro and the package list: a venv of another distro is rebuilt, and a longer
 # package list is installed on the next `make setup`.
 STAMP_APT := $(VENV)/.stamp-apt-$(VENV_TAG)-$(shell echo "$(APT_PACKAGES)" | md5sum | cut -c1-8)
