@@ -80,6 +80,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def with_added_features(added: list[str]) -> tuple[str, ...]:
+    """The default derived features followed by ``--add-feature``'s names (repeats and
+    defaults named again are left out; unknown names are the config's to refuse)."""
+    from clawgym_ros.training.config import DEFAULT_FEATURES
+
+    return DEFAULT_FEATURES + tuple(f for f in dict.fromkeys(added) if f not in DEFAULT_FEATURES)
+
+
 def build_config(args: argparse.Namespace):
     """The TrainConfig of the command line (validated; ConfigError names the bad field)."""
     from clawgym_ros.training.config import TrainConfig, load_group_weights
@@ -90,10 +98,7 @@ def build_config(args: argparse.Namespace):
     if args.policy_option:
         values["policy_options"] = parse_policy_options(args.policy_option)
     if args.add_feature:
-        from clawgym_ros.training.config import DEFAULT_FEATURES
-
-        values["features"] = DEFAULT_FEATURES + tuple(
-            f for f in dict.fromkeys(args.add_feature) if f not in DEFAULT_FEATURES)
+        values["features"] = with_added_features(args.add_feature)
     for name in ("policy", "batch_size", "lr", "lr_schedule", "chunk", "hardening_share",
                  "hardening_intensity", "patience"):
         if getattr(args, name) is not None:
@@ -183,13 +188,10 @@ def build_sequence_config(args: argparse.Namespace):
     check_option_names(options, SequenceConfig.option_names(), "--sequence-option ")
     values = {"tasks": tasks, "steps": args.steps, "seed": args.seed, **options}
     if args.add_feature:
-        from clawgym_ros.training.config import DEFAULT_FEATURES
-
         if "features" in options:
             raise ConfigError("--add-feature", args.add_feature,
                               "not with --sequence-option features=... (name the set once)")
-        values["features"] = DEFAULT_FEATURES + tuple(
-            f for f in dict.fromkeys(args.add_feature) if f not in DEFAULT_FEATURES)
+        values["features"] = with_added_features(args.add_feature)
     for name in ("batch_size", "lr", "chunk"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)

@@ -26,6 +26,7 @@ Pure: no rclpy; torch only inside checkpoint policies (loaded lazily).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import operator
 import time
@@ -354,14 +355,17 @@ def scene_env_of(task: str) -> str:
     return scene_env_id(scene_of(task))
 
 
+@functools.cache
 def joint_limits(scene: str) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) URDF position limits of the scene robot's observed joints."""
+    """(lower, upper) URDF position limits of the scene robot's observed joints (built once
+    per scene and shared: read-only arrays)."""
     from clawgym_ros.tasks.base import robot_limits
 
     limits = robot_limits(scene)
     names = C.ARM_JOINTS if scene == C.SCENE_TABLETOP else C.BASE_WHEEL_JOINTS
     lo = np.array([limits[n].lower if n in limits else -math.inf for n in names])
     hi = np.array([limits[n].upper if n in limits else math.inf for n in names])
+    lo.flags.writeable = hi.flags.writeable = False
     return lo, hi
 
 
@@ -623,7 +627,6 @@ class Runner:
         self.actions: list[dict[str, np.ndarray]] = []
         self.timing = EpisodeTiming()
         self._envs: dict[tuple[str, str], Any] = {}
-        self._limits: dict[str, tuple[np.ndarray, np.ndarray]] = {}   # per scene
 
     def _env(self, spec: EpisodeSpec, world: str) -> tuple[Any, int]:
         import gymnasium as gym
@@ -678,11 +681,8 @@ class Runner:
             stages = info["stages"]
             max_force = base.task.max_contact_force
         backend = base.backend
-        scene = scene_of(spec.task)
-        limits = self._limits.get(scene)
-        if limits is None:
-            limits = self._limits[scene] = joint_limits(scene)
-        scorer = EpisodeScorer(spec, backend.control_dt, limits, max_force, self.options.rate_hz)
+        scorer = EpisodeScorer(spec, backend.control_dt, joint_limits(scene_of(spec.task)),
+                               max_force, self.options.rate_hz)
         # The scene world scores the backend's state. It is what the ROS evaluator rebuilds
         # from ground-truth topics (tool pose by forward kinematics of the reported joints) bit
         # for bit: the backend refreshes its kinematics after every step and no perturbation
