@@ -55,8 +55,10 @@ from clawgym_ros.training.policies import (
     PolicySpec,
     TensorBatch,
     build_policy,
+    command_base,
     floor_stats,
     freeze,
+    relative_to_command,
     to_relative,
 )
 
@@ -248,9 +250,14 @@ def _relative_action_stats(table: TrainingTable, obs_cols: np.ndarray, spec: Pol
     total_sq = torch.zeros_like(total)
     count = 0
     rows = len(table)
+    to_command = relative_to_command(spec)
     for lo in range(0, rows, _STATS_ROWS):
         hi = min(rows, lo + _STATS_ROWS)
         obs = torch.from_numpy(np.asarray(table.obs[lo:hi])[:, obs_cols])
+        if to_command:
+            at = np.minimum(np.arange(lo, hi) + shift - 1, rows - 1)
+            obs = command_base(spec.relative, obs,
+                               torch.from_numpy(np.asarray(table.action)[at]))
         for offset in range(spec.chunk):
             at = np.minimum(np.arange(lo, hi) + shift + offset, rows - 1)
             action = torch.from_numpy(np.asarray(table.action)[at])[:, None, :]
@@ -310,7 +317,9 @@ def _to_tensors(batch: Batch, policy: PolicyModel) -> tuple[torch.Tensor, torch.
     with torch.no_grad():
         raw = torch.from_numpy(batch.obs)
         obs = policy.normalize_obs(raw)
-        target = policy.normalize_action(policy.to_relative(torch.from_numpy(batch.action), raw))
+        base = raw if batch.command is None else \
+            policy.relative_base(raw, torch.from_numpy(batch.command))
+        target = policy.normalize_action(policy.to_relative(torch.from_numpy(batch.action), base))
     image = None if batch.image is None else torch.from_numpy(batch.image)
     return obs, target, torch.from_numpy(batch.group), image
 
@@ -596,7 +605,7 @@ class _Trainer:
                                     seed=cfg.seed, resident_budget_mb=cfg.resident_budget_mb,
                                     batch_size=cfg.batch_size, shift=cfg.action_shift,
                                     obs_columns=None if len(run.obs_cols) == table.obs.shape[1]
-                                    else run.obs_cols)
+                                    else run.obs_cols, command=relative_to_command(spec))
         self.val = None
         val_batch = self.sampler.validation(cfg.val_samples, cfg.seed)
         if val_batch is not None:
@@ -748,7 +757,9 @@ class _Trainer:
         batch = parts[0] if len(parts) == 1 else Batch(
             obs=np.concatenate([p.obs for p in parts]),
             action=np.concatenate([p.action for p in parts]),
-            group=np.concatenate([p.group for p in parts]), image=None)
+            group=np.concatenate([p.group for p in parts]), image=None,
+            command=None if parts[0].command is None
+            else np.concatenate([p.command for p in parts]))
         noise_states = None
         if self.harden is not None:
             hardened, noise_states = [], []
@@ -759,10 +770,11 @@ class _Trainer:
         if self.window_featurize:
             obs, target, group, _ = _to_tensors(batch, self.policy)
         else:
-            steps = [_to_tensors(Batch(batch.obs[k * size:(k + 1) * size],
-                                       batch.action[k * size:(k + 1) * size],
-                                       batch.group[k * size:(k + 1) * size], None), self.policy)
-                     for k in range(count)]
+            rows = [slice(k * size, (k + 1) * size) for k in range(count)]
+            steps = [_to_tensors(Batch(batch.obs[at], batch.action[at], batch.group[at], None,
+                                       None if batch.command is None else batch.command[at]),
+                                 self.policy)
+                     for at in rows]
             obs, target, group = (torch.cat([s[i] for s in steps]) for i in range(3))
         parts = (obs, target, group, self.run.weight_vec[group])
         steps = list(zip(*(part.view(count, size, *part.shape[1:]).unbind(0)

@@ -19,7 +19,7 @@ import torch
 
 from clawgym_ros.artifacts import ArtifactStore
 from clawgym_ros.dataset.table import TABLE_FILE, TrainingTable
-from clawgym_ros.errors import ClawgymError
+from clawgym_ros.errors import ClawgymError, ConfigError
 
 _SCAN_ROWS = 1 << 20
 _VAL_GATHER = 256
@@ -36,6 +36,9 @@ class Batch:
     action: np.ndarray  # float32 (B, chunk, act_dim)
     group: np.ndarray  # int64 (B,)
     image: np.ndarray | None  # uint8 (B, H, W, 3)
+    #: float32 (B, act_dim): the action before each row's chunk (the row's own action with
+    #: shift 1), for policies relative to their previous command; None when not asked for
+    command: np.ndarray | None = None
 
 
 def episode_runs(episode: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -98,12 +101,16 @@ class TableSampler:
 
     def __init__(self, table: TrainingTable, *, val_fraction: float, chunk: int, seed: int,
                  resident_budget_mb: float, batch_size: int, shift: int = 0,
-                 obs_columns: np.ndarray | None = None):
+                 obs_columns: np.ndarray | None = None, command: bool = False):
         if len(table) == 0:
             raise ClawgymError(f"training table {table.root} is empty")
         self.table = table
         self.chunk = chunk
+        if command and shift < 1:
+            raise ConfigError("action_shift", shift, "at least 1 for a policy relative to its "
+                              "previous command (the action before a row's chunk)")
         self.shift = shift
+        self.command = command
         self._offsets = (shift + np.arange(chunk, dtype=np.int64))[None, :]
         self.obs_columns = None if obs_columns is None else np.asarray(obs_columns, np.int64)
         self._obs = np.asarray(table.obs)
@@ -168,8 +175,14 @@ class TableSampler:
         obs = np.take(self._obs, rows, axis=0)
         if self.obs_columns is not None:
             obs = obs[:, self.obs_columns]
+        command = None
+        if self.command:
+            # the action just before the chunk: row + shift - 1 >= row, so in the episode
+            at = np.minimum(rows + (self.shift - 1), ends - 1)
+            command = np.take(self._action, at, axis=0)
         return Batch(obs=obs, action=action,
-                     group=np.take(self._group, rows).astype(np.int64), image=image)
+                     group=np.take(self._group, rows).astype(np.int64), image=image,
+                     command=command)
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
         """A uniformly random minibatch of train rows, drawn with ``generator``."""
@@ -205,7 +218,9 @@ class TableSampler:
         image = None if self._image is None else np.concatenate([p.image for p in parts])
         return Batch(obs=np.concatenate([p.obs for p in parts]),
                      action=np.concatenate([p.action for p in parts]),
-                     group=np.concatenate([p.group for p in parts]), image=image)
+                     group=np.concatenate([p.group for p in parts]), image=image,
+                     command=None if not self.command
+                     else np.concatenate([p.command for p in parts]))
 
 
 def open_training_table(store: ArtifactStore, dataset_ids: list[str]) -> TrainingTable:

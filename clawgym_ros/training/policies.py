@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from clawgym_ros import constants as C
-from clawgym_ros.config import check_int, check_range
+from clawgym_ros.config import check_choice, check_int, check_range
 from clawgym_ros.errors import ClawgymError, ConfigError
 from clawgym_ros.training.registry import policy_class, register_policy
 
@@ -69,6 +69,10 @@ FEATURES: dict[str, tuple[str, ...]] = {
 #: blocks. Every other feature must be row-exact (arithmetic only; a test checks each one),
 #: or be listed here, or training in windows would change checkpoint ids.
 BATCH_DEPENDENT_FEATURES = frozenset({FEATURE_OBJECT_YAW})
+#: What relative action parts are relative to (:class:`MLPOptions` ``relative_base``).
+RELATIVE_BASE_OBSERVATION = "observation"
+RELATIVE_BASE_COMMAND = "command"
+RELATIVE_BASES: tuple[str, ...] = (RELATIVE_BASE_OBSERVATION, RELATIVE_BASE_COMMAND)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,6 +298,28 @@ def to_relative(relative: Sequence[tuple[int, int, int]], action: torch.Tensor,
     return out
 
 
+def relative_to_command(spec: PolicySpec) -> bool:
+    """Whether ``spec``'s relative action parts are relative to the previous command (policy
+    option ``relative_base: command``; the data loader then gathers each row's previous
+    action)."""
+    return bool(spec.relative) and \
+        spec.options.get("relative_base", RELATIVE_BASE_OBSERVATION) == RELATIVE_BASE_COMMAND
+
+
+def command_base(relative: Sequence[tuple[int, int, int]], obs: torch.Tensor,
+                 command: torch.Tensor | None) -> torch.Tensor:
+    """What relative action parts are relative to when the base is the previous command
+    (``relative_base: command``): the raw observations (B, obs_dim) with each relative part's
+    observation columns replaced by the previous action's (B, act_dim) columns; ``obs`` itself
+    where there is no previous command (None: an episode's first chunk)."""
+    if command is None or not relative:
+        return obs
+    out = obs.clone()
+    for a0, o0, width in relative:
+        out[:, o0:o0 + width] = command[:, a0:a0 + width]
+    return out
+
+
 class PolicyModel(nn.Module):
     """The contract of a policy type: what the training loop and :class:`TorchPolicy` call.
 
@@ -366,11 +392,31 @@ class PolicyModel(nn.Module):
         resumable). Default: none."""
         return image
 
-    def act(self, state: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
+    @property
+    def relative_to_command(self) -> bool:
+        """Whether relative action parts are relative to the previous command (the policy
+        type's option ``relative_base: command``) rather than to the observation."""
+        return relative_to_command(self.spec)
+
+    def relative_base(self, obs: torch.Tensor, command: torch.Tensor | None) -> torch.Tensor:
+        """The raw vectors (B, obs_dim) relative action parts are relative to: ``obs``, or with
+        ``relative_base: command`` the previous command's columns in place of the observed
+        ones (:func:`command_base`; ``obs`` where ``command`` is None)."""
+        return command_base(self.spec.relative, obs, command) \
+            if self.relative_to_command else obs
+
+    def act(self, state: torch.Tensor, image: torch.Tensor | None = None,
+            command: torch.Tensor | None = None) -> torch.Tensor:
         """Raw observation vectors (B, obs_dim) [+ images] -> raw action chunks
-        (B, chunk, act_dim): normalize, predict, unnormalize, undo relative targets."""
+        (B, chunk, act_dim): normalize, predict, unnormalize, undo relative targets.
+
+        Args:
+            command: the previous raw action (B, act_dim) of each row, read by a policy whose
+                relative parts are relative to it (``relative_base: command``); None at an
+                episode's start (the observation stands in).
+        """
         return self.from_relative(self.unnormalize_action(
-            self(self.normalize_obs(state), image)), state)
+            self(self.normalize_obs(state), image)), self.relative_base(state, command))
 
     def normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
         """Raw observation vectors (B, obs_dim) -> normalized network input (B, input_dim)
@@ -414,9 +460,31 @@ class _TrunkHead(PolicyModel):
         return self.head(self.trunk(x)).view(-1, self.spec.chunk, self.spec.act_dim)
 
 
+@dataclasses.dataclass(frozen=True)
+class MLPOptions:
+    """Options of the ``mlp`` policy.
+
+    Attributes:
+        relative_base: what relative action parts (``action_mode: delta``: joint targets) are
+            relative to: ``observation`` (default: the measured joint positions) or ``command``
+            (the previous joint target the policy sent; the measured positions only for an
+            episode's first chunk). With ``observation`` every chunk's targets carry the
+            encoders' noise and bias into the command; with ``command`` they reach the command
+            only through the network's input (docs/results/2026-12-05-relative-base.md).
+    """
+
+    relative_base: str = RELATIVE_BASE_OBSERVATION
+
+    def __post_init__(self) -> None:
+        check_choice("policy_options.relative_base", self.relative_base, RELATIVE_BASES)
+
+
 @register_policy(C.POLICY_MLP)
 class MLPPolicy(_TrunkHead):
-    """State vector -> ``encoder`` (Linear + ReLU, width ``hidden[0]``) -> trunk -> head."""
+    """State vector -> ``encoder`` (Linear + ReLU, width ``hidden[0]``) -> trunk -> head
+    (:class:`MLPOptions`)."""
+
+    Options = MLPOptions
 
     def __init__(self, spec: PolicySpec, stats: Mapping[str, np.ndarray] | None = None,
                  options: Any = None):
@@ -650,12 +718,16 @@ class TorchPolicy:
         self.action_spec = dict(action_spec)
         self.image_key = image_key
         self._queue: deque[np.ndarray] = deque()
+        #: the last action returned (the base of a ``relative_base: command`` policy)
+        self._to_command = bool(getattr(self.model, "relative_to_command", False))
+        self._last: np.ndarray | None = None
 
     def reset(self) -> None:
-        """Forget queued actions of a chunk (called at every episode start), and the model's
-        own per-episode state where it has one (``reset_state``, e.g. a residual policy's base
-        chunk)."""
+        """Forget queued actions of a chunk and the last action (called at every episode
+        start), and the model's own per-episode state where it has one (``reset_state``, e.g.
+        a residual policy's base chunk)."""
         self._queue.clear()
+        self._last = None
         reset_state = getattr(self.model, "reset_state", None)
         if reset_state is not None:
             reset_state()
@@ -677,6 +749,14 @@ class TorchPolicy:
                 check_image_shape(self.model.spec, pixels.shape)
                 image = torch.from_numpy(pixels).unsqueeze(0)
             with torch.inference_mode():
-                chunk = self.model.act(state, image)[0]
+                if self._to_command:
+                    command = None if self._last is None else \
+                        torch.from_numpy(self._last.astype(np.float32)).unsqueeze(0)
+                    chunk = self.model.act(state, image, command)[0]
+                else:
+                    chunk = self.model.act(state, image)[0]
             self._queue.extend(chunk.numpy().astype(np.float64))
-        return unflatten_action(self._queue.popleft(), self.action_spec)
+        action = self._queue.popleft()
+        if self._to_command:
+            self._last = action.copy()
+        return unflatten_action(action, self.action_spec)

@@ -480,6 +480,11 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
 
     store = ArtifactStore(run_dir)
     base = ckpt.load_checkpoint(store, cfg.base_checkpoint)
+    if base.spec.options.get("relative_base") == "command":
+        raise CheckpointError(
+            f"checkpoint {base.artifact.id[:12]} predicts joint targets relative to its previous "
+            "command (policy option relative_base: command); RL fine-tuning supports policies "
+            "relative to the observation (relative_base: observation) only")
     cfg = dataclasses.replace(cfg, base_checkpoint=base.artifact.id)
     direct = cfg.mode == MODE_DIRECT
     env_cls = DirectEnv if direct else ResidualEnv
