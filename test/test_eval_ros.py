@@ -110,10 +110,11 @@ cells:
 
 
 def train_checkpoint(root, layout: dict[str, int], chunk: int,
-                     action_spec: dict[str, int] | None = None) -> tuple:
+                     action_spec: dict[str, int] | None = None, *extra: str) -> tuple:
     """Train a small checkpoint in ``root`` on a synthetic table with observation ``layout``
-    (and ``action_spec``, default synthetic's arm action): (root, checkpoint id). Synthetic
-    rows: the policy acts badly; the records must agree on whatever it does."""
+    (and ``action_spec``, default synthetic's arm action; ``extra`` train arguments): (root,
+    checkpoint id). Synthetic rows: the policy acts badly; the records must agree on whatever
+    it does."""
     pytest.importorskip("torch")
     from clawgym_ros import constants as C
     from clawgym_ros.artifacts import ArtifactStore
@@ -127,7 +128,7 @@ def train_checkpoint(root, layout: dict[str, int], chunk: int,
         dataset = synthetic.synthetic_dataset(ArtifactStore(root), rows=400, episode_len=40,
                                               groups=1)
     assert main(["train", "--dataset", dataset.id, "--steps", "20", "--seed", "0", "--out",
-                 str(root), "--batch-size", "32", "--chunk", str(chunk)]) == 0
+                 str(root), "--batch-size", "32", "--chunk", str(chunk), *extra]) == 0
     (ckpt,) = ArtifactStore(root).list(C.KIND_CHECKPOINT)
     return root, ckpt.id
 
@@ -136,8 +137,12 @@ def train_checkpoint(root, layout: dict[str, int], chunk: int,
 def checkpoint(tmp_path_factory):
     """A small checkpoint trained here on a table with pick_place's observation layout.
     Chunks of 2: the policy reads an observation (place_goal from task_state, noisy joints
-    and poses behind the interposer) every other step."""
-    return train_checkpoint(tmp_path_factory.mktemp("ckpt"), PICK_PLACE_LAYOUT, chunk=2)
+    and poses behind the interposer) every other step. Its joint targets are relative to its
+    previous command (``relative_base: command``: policy_node keeps the last action it sent,
+    as TorchPolicy does in process); the peg and handover checkpoints below are relative to
+    the observation."""
+    return train_checkpoint(tmp_path_factory.mktemp("ckpt"), PICK_PLACE_LAYOUT, 2, None,
+                            "--policy-option", "relative_base=command")
 
 
 def test_trained_checkpoint_through_ros_matches_in_process_on_task_worlds(checkpoint,
