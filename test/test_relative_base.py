@@ -77,6 +77,12 @@ def test_relative_base_option_is_validated():
     with pytest.raises(ConfigError, match="policy_options.relative_base"):
         build_policy(_spec({"relative_base": "encoder"}))
     assert relative_to_command(_spec(COMMAND)) and not relative_to_command(_spec({}))
+    # The cnn policy takes the option beside its augmentation options.
+    cnn = build_policy(PolicySpec(type=C.POLICY_CNN, obs_dim=8, act_dim=8, hidden=(16,),
+                                  image_shape=(32, 32, 3), obs_layout=tuple(OBS.items()),
+                                  relative=((0, 0, 7),),
+                                  options={**COMMAND, "downsample": 2}))
+    assert cnn.relative_to_command and cnn.options.downsample == 2
     # No relative parts (absolute targets): nothing is relative to anything.
     assert not relative_to_command(PolicySpec(type=C.POLICY_MLP, obs_dim=8, act_dim=8,
                                               options=COMMAND))

@@ -462,7 +462,7 @@ class _TrunkHead(PolicyModel):
 
 @dataclasses.dataclass(frozen=True)
 class MLPOptions:
-    """Options of the ``mlp`` policy.
+    """Options of the ``mlp`` policy (the ``cnn`` policy's include them).
 
     Attributes:
         relative_base: what relative action parts (``action_mode: delta``: joint targets) are
@@ -497,8 +497,9 @@ class MLPPolicy(_TrunkHead):
 
 
 @dataclasses.dataclass(frozen=True)
-class CNNOptions:
-    """Image augmentation of the ``cnn`` policy (training only; acting sees plain frames).
+class CNNOptions(MLPOptions):
+    """Image augmentation of the ``cnn`` policy (training only; acting sees plain frames),
+    beside :class:`MLPOptions` (``relative_base``).
 
     Attributes:
         shift_pad: random shift of each training image by up to this many pixels in x and y
@@ -516,6 +517,7 @@ class CNNOptions:
     downsample: int = 1
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_int("policy_options.shift_pad", self.shift_pad, 0, 32)
         check_range("policy_options.brightness", self.brightness, 0.0, 1.0)
         check_int("policy_options.downsample", self.downsample, 1, 8)
