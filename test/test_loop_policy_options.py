@@ -113,7 +113,7 @@ def test_loop_config_takes_a_registered_type_and_checks_its_options(plugin, tmp_
             (f"  policy: {PLUGIN}\n  policy_options: {{delta: -1}}\n", "policy_options.delta",
              "> 0"),
             ("  policy: mlp\n  policy_options: {delta: 0.5}\n", "policy_options.delta",
-             "options of the mlp policy: none"),
+             "options of the mlp policy: relative_base"),
             (f"  policy: {PLUGIN}\n  policy_options: [1]\n", "policy_options",
              "a mapping of option name to value")):
         path = _write_loop(tmp_path, lines)

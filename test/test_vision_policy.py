@@ -66,7 +66,8 @@ def test_cnn_augmentation_shifts_and_scales_images_from_the_generator():
     assert off.augment(image, torch.Generator()) is image
     with pytest.raises(ConfigError, match="shift_pad=64.*0, 32"):
         _cnn({"shift_pad": 64})
-    with pytest.raises(ConfigError, match="options of the cnn policy: shift_pad, brightness"):
+    with pytest.raises(ConfigError,
+                       match="options of the cnn policy: relative_base, shift_pad, brightness"):
         _cnn({"jitter": 1})
 
 

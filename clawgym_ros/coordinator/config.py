@@ -19,7 +19,7 @@ YAML form (``config/loop/<name>.yaml``; a mapping with one key ``loop``)::
       mixture_floor: 0.05            # every cell keeps at least this share
       adr: {widen_threshold: 0.8, narrow_threshold: 0.5, step: 0.1, min_high: 0.1, levels: 2}
       policy: mlp                    # mlp, cnn or a registered type (docs/extending.md)
-      policy_options: {}             # that type's options, e.g. {delta: 0.5}
+      policy_options: {}             # that type's options, e.g. {relative_base: command}
       rl: {share: 0.3, plateau_iterations: 1, plateau_delta: 0.02, workers: 1,
            options: {}}              # RL fine-tuning when success plateaus (0 share = off)
       transfer: {threshold: 0.8, initial_width: 0.1, step: 0.1, max_width: 1.0, gain: 2.0}
@@ -242,8 +242,9 @@ class LoopConfig:
         accumulate: train on every dataset synthesized so far (else on the newest only).
         policy: policy type: ``mlp``, ``cnn`` or one registered by a plugin
             (:mod:`clawgym_ros.training.registry`).
-        policy_options: the policy type's options (its ``Options`` class; ``mlp`` has none,
-            ``cnn`` its image augmentation), sent with every Train goal. Checked when the
+        policy_options: the policy type's options (its ``Options`` class; ``mlp``:
+            ``relative_base``, ``cnn`` also its image augmentation), sent with every Train
+            goal. Checked when the
             config is built: a plugin type, or any options, loads the type (torch).
         hardening_share: share of each batch with perturbed observations (the open loop's
             fixed share; the closed loop's share before any gap).
