@@ -244,8 +244,8 @@ class LoopConfig:
             (:mod:`clawgym_ros.training.registry`).
         policy_options: the policy type's options (its ``Options`` class; ``mlp``:
             ``relative_base``, ``cnn`` also its image augmentation), sent with every Train
-            goal. Checked when the
-            config is built: a plugin type, or any options, loads the type (torch).
+            goal. Checked when the config is built: a plugin type, or any options, loads the
+            type (torch).
         hardening_share: share of each batch with perturbed observations (the open loop's
             fixed share; the closed loop's share before any gap).
         hardening_gain: closed loop: hardening share added per unit of deviation of the worst
