@@ -720,7 +720,8 @@ class TorchPolicy:
         self.action_spec = dict(action_spec)
         self.image_key = image_key
         self._queue: deque[np.ndarray] = deque()
-        #: the last action returned (the base of a ``relative_base: command`` policy)
+        #: whether the model's targets are relative to its previous command, and that command:
+        #: the last action returned (None at an episode's start)
         self._to_command = bool(getattr(self.model, "relative_to_command", False))
         self._last: np.ndarray | None = None
 

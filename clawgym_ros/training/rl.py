@@ -473,6 +473,7 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     from clawgym_ros.artifacts import ArtifactStore
     from clawgym_ros.sim.active_calibration import active
     from clawgym_ros.training import checkpoint as ckpt
+    from clawgym_ros.training.policies import relative_to_command
 
     calibration = active()
     if calibration is not None and not cfg.calibration:   # e.g. a loop's calibration key
@@ -480,7 +481,7 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
 
     store = ArtifactStore(run_dir)
     base = ckpt.load_checkpoint(store, cfg.base_checkpoint)
-    if base.spec.options.get("relative_base") == "command":
+    if relative_to_command(base.spec):
         raise CheckpointError(
             f"checkpoint {base.artifact.id[:12]} predicts joint targets relative to its previous "
             "command (policy option relative_base: command); RL fine-tuning supports policies "
