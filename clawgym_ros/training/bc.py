@@ -754,12 +754,7 @@ class _Trainer:
             at = slice(lo * size, (lo + every) * size)
             parts.append(sampler.gather(rows[at], ends[at]))
             sampler.advance(min(every, count - lo))
-        batch = parts[0] if len(parts) == 1 else Batch(
-            obs=np.concatenate([p.obs for p in parts]),
-            action=np.concatenate([p.action for p in parts]),
-            group=np.concatenate([p.group for p in parts]), image=None,
-            command=None if parts[0].command is None
-            else np.concatenate([p.command for p in parts]))
+        batch = parts[0] if len(parts) == 1 else Batch.concat(parts, images=False)
         noise_states = None
         if self.harden is not None:
             hardened, noise_states = [], []

@@ -40,6 +40,15 @@ class Batch:
     #: shift 1), for policies relative to their previous command; None when not asked for
     command: np.ndarray | None = None
 
+    @classmethod
+    def concat(cls, parts: list[Batch], images: bool = True) -> Batch:
+        """The rows of ``parts`` in order as one batch (their images only with ``images``)."""
+        def cat(name: str) -> np.ndarray | None:
+            return None if getattr(parts[0], name) is None else \
+                np.concatenate([getattr(p, name) for p in parts])
+        return cls(obs=cat("obs"), action=cat("action"), group=cat("group"),
+                   image=cat("image") if images else None, command=cat("command"))
+
 
 def episode_runs(episode: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Runs of equal consecutive episode values, scanned in chunks.
@@ -215,12 +224,7 @@ class TableSampler:
         for lo in range(0, len(u), _VAL_GATHER):
             parts.append(self.gather(*self.val.locate(u[lo:lo + _VAL_GATHER])))
             self.release()
-        image = None if self._image is None else np.concatenate([p.image for p in parts])
-        return Batch(obs=np.concatenate([p.obs for p in parts]),
-                     action=np.concatenate([p.action for p in parts]),
-                     group=np.concatenate([p.group for p in parts]), image=image,
-                     command=None if not self.command
-                     else np.concatenate([p.command for p in parts]))
+        return Batch.concat(parts)
 
 
 def open_training_table(store: ArtifactStore, dataset_ids: list[str]) -> TrainingTable:
