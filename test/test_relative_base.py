@@ -4,10 +4,15 @@ refusals, and that a chunk sent at once equals the same actions step by step."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+ROOT = Path(__file__).resolve().parents[1]
 
 from clawgym_ros import constants as C  # noqa: E402
 from clawgym_ros.artifacts import ArtifactStore  # noqa: E402
@@ -86,6 +91,15 @@ def test_relative_base_option_is_validated():
     # No relative parts (absolute targets): nothing is relative to anything.
     assert not relative_to_command(PolicySpec(type=C.POLICY_MLP, obs_dim=8, act_dim=8,
                                               options=COMMAND))
+
+
+def test_loop_config_with_policy_options_loads_without_torch():
+    # Checking a config (CLI, loop, fuzz test) must not wait seconds for a network library.
+    code = ("import sys; from clawgym_ros.coordinator.config import load_loop_config; "
+            "c = load_loop_config('config/loop/pick_place_evidence_command.yaml'); "
+            "assert c.policy_options == {'relative_base': 'command'}; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)
 
 
 @pytest.fixture(scope="module")

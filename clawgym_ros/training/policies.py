@@ -31,8 +31,14 @@ import torch
 from torch import nn
 
 from clawgym_ros import constants as C
-from clawgym_ros.config import check_choice, check_int, check_range
 from clawgym_ros.errors import ClawgymError, ConfigError
+from clawgym_ros.training.options import (  # noqa: F401  (re-exported)
+    RELATIVE_BASE_COMMAND,
+    RELATIVE_BASE_OBSERVATION,
+    RELATIVE_BASES,
+    CNNOptions,
+    MLPOptions,
+)
 from clawgym_ros.training.registry import policy_class, register_policy
 
 #: Side of the average-pooled feature map of the CNN encoder.
@@ -69,10 +75,6 @@ FEATURES: dict[str, tuple[str, ...]] = {
 #: blocks. Every other feature must be row-exact (arithmetic only; a test checks each one),
 #: or be listed here, or training in windows would change checkpoint ids.
 BATCH_DEPENDENT_FEATURES = frozenset({FEATURE_OBJECT_YAW})
-#: What relative action parts are relative to (:class:`MLPOptions` ``relative_base``).
-RELATIVE_BASE_OBSERVATION = "observation"
-RELATIVE_BASE_COMMAND = "command"
-RELATIVE_BASES: tuple[str, ...] = (RELATIVE_BASE_OBSERVATION, RELATIVE_BASE_COMMAND)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -460,25 +462,6 @@ class _TrunkHead(PolicyModel):
         return self.head(self.trunk(x)).view(-1, self.spec.chunk, self.spec.act_dim)
 
 
-@dataclasses.dataclass(frozen=True)
-class MLPOptions:
-    """Options of the ``mlp`` policy (the ``cnn`` policy's include them).
-
-    Attributes:
-        relative_base: what relative action parts (``action_mode: delta``: joint targets) are
-            relative to: ``observation`` (default: the measured joint positions) or ``command``
-            (the previous joint target the policy sent; the measured positions only for an
-            episode's first chunk). With ``observation`` every chunk's targets carry the
-            encoders' noise and bias into the command; with ``command`` they reach the command
-            only through the network's input (docs/results/2026-12-05-relative-base.md).
-    """
-
-    relative_base: str = RELATIVE_BASE_OBSERVATION
-
-    def __post_init__(self) -> None:
-        check_choice("policy_options.relative_base", self.relative_base, RELATIVE_BASES)
-
-
 @register_policy(C.POLICY_MLP)
 class MLPPolicy(_TrunkHead):
     """State vector -> ``encoder`` (Linear + ReLU, width ``hidden[0]``) -> trunk -> head
@@ -494,33 +477,6 @@ class MLPPolicy(_TrunkHead):
 
     def forward(self, obs_n: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
         return self._tail(self.encoder(obs_n))
-
-
-@dataclasses.dataclass(frozen=True)
-class CNNOptions(MLPOptions):
-    """Image augmentation of the ``cnn`` policy (training only; acting sees plain frames),
-    beside :class:`MLPOptions` (``relative_base``).
-
-    Attributes:
-        shift_pad: random shift of each training image by up to this many pixels in x and y
-            (edge pixels repeated; DrQ's pad-and-crop), [0, 32]; 0 = off.
-        brightness: each training image's pixel values scaled by a factor drawn from
-            [1 - brightness, 1 + brightness], [0, 1]; 0 = off.
-        downsample: the policy keeps every this-many-th pixel row and column of the camera
-            image (training and acting alike; like rendering it that much smaller), [1, 8];
-            1 = off. 2 turns 84x84 into 42x42: the convolutions and the augmentation then
-            cost about a quarter. ``shift_pad`` counts pixels of the downsampled image.
-    """
-
-    shift_pad: int = 4
-    brightness: float = 0.3
-    downsample: int = 1
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("policy_options.shift_pad", self.shift_pad, 0, 32)
-        check_range("policy_options.brightness", self.brightness, 0.0, 1.0)
-        check_int("policy_options.downsample", self.downsample, 1, 8)
 
 
 @register_policy(C.POLICY_CNN)

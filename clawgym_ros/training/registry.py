@@ -109,8 +109,8 @@ def policy_class(name: str):
 def check_policy_options(name: str, options: Any, field: str = "policy_options") -> dict:
     """``options`` checked by the policy type's own ``Options`` class (as training builds it).
 
-    A built-in type without options is checked without importing torch; any other case loads
-    the type (torch, and the entry point of a plugin type).
+    A built-in type is checked without importing torch (its ``Options`` live in
+    :mod:`clawgym_ros.training.options`); a plugin type is loaded (torch, and its entry point).
 
     Args:
         name: a known policy type (see :func:`check_policy_name`).
@@ -128,10 +128,12 @@ def check_policy_options(name: str, options: Any, field: str = "policy_options")
         raise ConfigError(field, options, "a mapping of option name to value (the policy "
                           "type's Options)")
     options = dict(options)
-    if not options and name in BUILTIN_POLICIES:
-        return options                  # built-in defaults: nothing to load
-    cls = policy_class(name)
-    option_cls = cls.Options
+    if name in BUILTIN_POLICIES:
+        from clawgym_ros.training.options import BUILTIN_OPTIONS
+
+        option_cls = BUILTIN_OPTIONS[name]
+    else:
+        option_cls = policy_class(name).Options
     allowed = [f.name for f in dataclasses.fields(option_cls)] \
         if dataclasses.is_dataclass(option_cls) else []
     known = ", ".join(allowed) or "none"
