@@ -52,6 +52,10 @@ SHAPES: dict[str, tuple[str, tuple[float, ...], float]] = {
     "small_box": ("box", (0.03, 0.05, 0.04), 0.06),
     "distractor": ("cylinder", (0.02, 0.05), 0.05),
     "torus": ("torus", (0.032, 0.011), 0.06),
+    # Held out, beyond the procedural family's declared sizes (OBJECT_FAMILY): a box 1 cm
+    # longer than its largest, a stick 5 mm thinner than its thinnest.
+    "long_box": ("box", (0.07, 0.04, 0.045), 0.10),
+    "thin_box": ("box", (0.02, 0.02, 0.05), 0.05),
 }
 TORUS_SEGMENTS = 10
 
@@ -139,10 +143,11 @@ class PickPlace(Task):
     Randomizations:
         Template (training: ``cube`` 4.5 cm cube, ``cylinder`` r 2.2 cm x 7 cm, ``small_box``
         3 x 5 x 4 cm, ``two_bins`` 4 cm cube with both bins side by side on the left; held
-        out: ``torus`` (ring of capsules, unseen shape) and ``stack`` (two cubes, composed: the
-        second is placed on the first)). Object positions uniform in x 0.40..0.60,
-        y -0.16..0.16 m (at least 13 cm apart), yaw uniform in [-pi, pi); the goal bin uniform
-        among the two bins.
+        out: ``torus`` (ring of capsules, unseen shape), ``stack`` (two cubes, composed: the
+        second is placed on the first), ``long_box`` (7 x 4 x 4.5 cm) and ``thin_box``
+        (2 x 2 x 5 cm), sizes beyond the procedural object family's declared ranges). Object
+        positions uniform in x 0.40..0.60, y -0.16..0.16 m (at least 13 cm apart), yaw uniform
+        in [-pi, pi); the goal bin uniform among the two bins.
 
     Success Conditions:
         Every placed object rests inside the goal bin (centre at least 1 cm inside the inner
@@ -169,6 +174,10 @@ class PickPlace(Task):
         _template("torus", C.SPLIT_HELD_OUT, "torus", description="unseen shape: a ring"),
         _template("stack", C.SPLIT_HELD_OUT, "cube_small", second="cube_small", placements=2,
                   description="composed: place a cube in the bin, then a second one on it"),
+        _template("long_box", C.SPLIT_HELD_OUT, "long_box",
+                  description="unseen size: 7 x 4 x 4.5 cm box (longer than any training box)"),
+        _template("thin_box", C.SPLIT_HELD_OUT, "thin_box",
+                  description="unseen size: 2 x 2 x 5 cm stick (thinner than any training box)"),
     )
     template_families = (OBJECT_FAMILY,)
     expert = "clawgym_ros.tasks.pick_place:generate"
