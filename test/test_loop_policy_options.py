@@ -186,6 +186,18 @@ def test_policy_options_json_is_read_strictly():
             registry.policy_options_from_json(text)
 
 
+def test_rl_lever_on_a_command_relative_policy_needs_direct_mode():
+    """Residual RL refuses a command-relative checkpoint; the config says so when read rather
+    than at the iteration where the RL lever first fires."""
+    command = {"relative_base": "command"}
+    with pytest.raises(ConfigError, match=r"rl\.options\.mode='residual'.*direct"):
+        loop_cfg(policy_options=command, rl={"share": 0.3})
+    cfg = loop_cfg(policy_options=command, rl={"share": 0.3, "options": {"mode": "direct"}})
+    assert cfg.rl.options == {"mode": "direct"}
+    loop_cfg(policy_options=command)                         # no RL lever: nothing to refuse
+    loop_cfg(rl={"share": 0.3})                              # observation-relative: residual
+
+
 @pytest.mark.ros
 def test_trainer_node_trains_a_plugin_with_the_goals_options(plugin, procs, rclpy_context,
                                                              tmp_path):

@@ -127,7 +127,7 @@ def test_sampler_gives_each_row_the_action_before_its_chunk(table):
 
 def test_training_targets_are_relative_to_the_previous_action(table, tmp_path):
     """A command policy trains and acts: its stats are those of (action - previous action), its
-    checkpoint records the option, and RL fine-tuning refuses it with one line."""
+    checkpoint records the option, and residual RL fine-tuning refuses it with one line."""
     store = ArtifactStore(tmp_path)
     cfg = TrainConfig(steps=10, seed=0, hidden=(16,), chunk=2, batch_size=32, log_interval=5,
                       val_interval=5, checkpoint_interval=5, val_samples=64,
@@ -153,6 +153,6 @@ def test_training_targets_are_relative_to_the_previous_action(table, tmp_path):
 
     from clawgym_ros.training.rl import FinetuneConfig, finetune
 
-    with pytest.raises(CheckpointError, match="relative_base"):
+    with pytest.raises(CheckpointError, match="relative_base.*mode=direct"):
         finetune(tmp_path, FinetuneConfig(base_checkpoint=result.checkpoint_id, steps=64,
-                                          seed=0))
+                                          seed=0))     # residual (direct: test_rl_finetune)

@@ -47,6 +47,24 @@ def bc_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def bc_command(bc_run):
+    """A BC checkpoint on bc_run's data whose joint targets are relative to its previous
+    command (policy option relative_base: command)."""
+    from clawgym_ros.training.bc import train
+    from clawgym_ros.training.config import TrainConfig
+    from clawgym_ros.training.data import open_training_table
+
+    root, base_id = bc_run
+    store = ArtifactStore(root)
+    dataset_ids = list(store.get(base_id).manifest.parents)
+    result = train(open_training_table(store, dataset_ids),
+                   TrainConfig(steps=30, seed=0, batch_size=32, chunk=5,
+                               policy_options={"relative_base": "command"}),
+                   store, dataset_ids=dataset_ids, tensorboard=False)
+    return root, result.checkpoint_id
+
+
+@pytest.fixture(scope="module")
 def syn_run(tmp_path_factory):
     return synthetic_train_run(tmp_path_factory)
 
@@ -128,9 +146,12 @@ def test_mode_defaults_keep_the_residual_config_json():
                           log_std_init=-2.0).log_std_init == -2.0
 
 
-def test_direct_env_with_the_bc_prediction_acts_exactly_like_the_bc_policy(bc_run):
+@pytest.mark.parametrize("relative_base", ["observation", "command"])
+def test_direct_env_with_the_bc_prediction_acts_exactly_like_the_bc_policy(
+        relative_base, request):
     """Direct mode's env executes a normalized chunk as the BC policy executes its own: fed
-    the BC network's prediction, it reaches the same states step for step."""
+    the BC network's prediction, it reaches the same states step for step (a command-relative
+    policy rebased on the last action sent, as TorchPolicy does)."""
     import torch
 
     from clawgym_ros.tasks.pick_place import PickPlaceEnv
@@ -138,7 +159,8 @@ def test_direct_env_with_the_bc_prediction_acts_exactly_like_the_bc_policy(bc_ru
     from clawgym_ros.training.policies import flatten_obs
     from clawgym_ros.training.rl import DirectEnv, FinetuneConfig
 
-    root, base_id = bc_run
+    root, base_id = request.getfixturevalue(
+        "bc_command" if relative_base == "command" else "bc_run")
     env = DirectEnv(root, FinetuneConfig(base_checkpoint=base_id, steps=1, seed=0,
                                          mode="direct", max_episode_steps=60))
     base = load_policy(ArtifactStore(root), base_id)
@@ -195,6 +217,16 @@ def test_direct_finetune_commits_the_bc_policy_type_with_lineage(bc_run, capsys)
     policy = load_policy(store, out)
     outcome = run_episodes(policy, [7_000_000], env=PickPlaceEnv(), max_steps=30)
     assert outcome[0].steps == 30
+
+
+def test_command_relative_checkpoint_fine_tunes_in_direct_mode_only(bc_command, capsys):
+    root, base_id = bc_command
+    code, out, _ = _finetune(capsys, root, base_id, "--rl-option", "mode=direct")
+    assert code == 0
+    tuned = ArtifactStore(root).resolve(out, C.KIND_CHECKPOINT)
+    assert tuned.manifest.parents == [base_id]
+    code, out, err = _finetune(capsys, root, base_id)           # residual: one line, exit 2
+    assert code == 2 and out == "" and "mode=direct" in err and err.count("\n") == 1
 
 
 def test_reward_terms_reward_the_expert_over_random_and_stalled_actions(bc_run):

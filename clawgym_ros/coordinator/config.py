@@ -349,6 +349,7 @@ class LoopConfig:
                 object.__setattr__(self, obj, from_dict(cls, value))
             elif not isinstance(value, cls):
                 raise ConfigError(obj, value, f"a mapping of {cls.__name__} fields")
+        self._check_rl_base()
         self._check_mixture()
         check_transfer_cells(self.mixture, self.transfer)
         self._check_ranges()
@@ -361,6 +362,22 @@ class LoopConfig:
             check_choice(f"freeze_when_functional_met[{i}]", group,
                          (C.PARAM_GROUP_ENCODER, C.PARAM_GROUP_TRUNK, C.PARAM_GROUP_HEAD))
         object.__setattr__(self, "freeze_when_functional_met", groups)
+
+    def _check_rl_base(self) -> None:
+        """Residual RL cannot fine-tune a command-relative policy (training.rl refuses it): say
+        so when the config is read, not at the iteration the RL lever first fires."""
+        from clawgym_ros.training.options import RELATIVE_BASE_COMMAND
+
+        if not self.rl.enabled or \
+                self.policy_options.get("relative_base") != RELATIVE_BASE_COMMAND:
+            return
+        from clawgym_ros.training.rl import MODE_DIRECT, MODE_RESIDUAL
+
+        mode = self.rl.options.get("mode", MODE_RESIDUAL)
+        if mode != MODE_DIRECT:
+            raise ConfigError("rl.options.mode", mode, f"{MODE_DIRECT} for a policy with "
+                              "policy_options relative_base: command (residual RL rebases on "
+                              "the observation)")
 
     def _check_mixture(self) -> None:
         if not isinstance(self.mixture, (list, tuple)) or not self.mixture:

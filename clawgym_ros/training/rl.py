@@ -28,7 +28,9 @@ exploration noise's log-std starts at :attr:`FinetuneConfig.log_std_init` in nor
 action units. The settings counted in control steps (``steps``, ``n_steps``, ``batch_size``)
 and per control step (``gamma``, ``gae_lambda``) are converted to chunks: ``ceil(x / chunk)``,
 ``gamma ** chunk``, ``gae_lambda ** chunk``. Only a policy whose network is state in, chunk
-out (type ``mlp``) can be taken over; ``hidden`` and ``residual_scale_*`` are not used.
+out (type ``mlp``) can be taken over; ``hidden`` and ``residual_scale_*`` are not used. A
+policy relative to its previous command (``relative_base: command``) is fine-tuned in this
+mode only (residual mode refuses it: its corrections are rebased on the observation).
 
 Episodes are the task env's own (a training template drawn per reset from the env's seeded
 RNG), ``max_episode_steps`` long at most. Same seed and worker count, same checkpoint id: SB3
@@ -297,7 +299,9 @@ class DirectEnv(_FinetuneEnv):
     chunk, flat (``chunk * act_dim``); a step executes the chunk's control steps (fewer when
     the episode ends inside it) and returns their summed reward; ``info["control_steps"]``
     says how many ran. The BC network's own prediction as the action reproduces the BC
-    policy step for step.
+    policy step for step. A policy whose joint targets are relative to its previous command
+    (``relative_base: command``) is rebased on the last control step's action the env sent
+    (the observation for an episode's first chunk), as :class:`TorchPolicy` does.
 
     Args: as :class:`ResidualEnv`.
     """
@@ -313,6 +317,7 @@ class DirectEnv(_FinetuneEnv):
         self.action_space = spaces.Box(-DIRECT_ACTION_BOUND, DIRECT_ACTION_BOUND,
                                        (spec.chunk * spec.act_dim,), np.float32)
         self._raw: Any = None
+        self._last: np.ndarray | None = None    # the last action sent (command base)
         self._obs_mean, self._obs_std = (self.policy.obs_mean.numpy().copy(),
                                          self.policy.obs_std.numpy().copy())
 
@@ -332,6 +337,7 @@ class DirectEnv(_FinetuneEnv):
         super().reset(seed=seed)
         obs, info = self.env.reset(seed=seed, options=options)
         self.reward.reset()
+        self._last = None
         return self._observe(obs), info
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -340,13 +346,17 @@ class DirectEnv(_FinetuneEnv):
         from clawgym_ros.training.policies import unflatten_action
 
         a = self._check(action, "normalized action chunk")
+        command = None if self._last is None else \
+            torch.from_numpy(self._last.astype(np.float32)).unsqueeze(0)
         with torch.inference_mode():    # what PolicyModel.act does after the network
             chunk = self.policy.from_relative(self.policy.unnormalize_action(
-                torch.from_numpy(a).view(1, self.chunk, self.act_dim)), self._raw)[0]
+                torch.from_numpy(a).view(1, self.chunk, self.act_dim)),
+                self.policy.relative_base(self._raw, command))[0]
         total, ran = 0.0, 0
         terminated = truncated = False
         info: dict[str, Any] = {}
         for row in chunk.numpy().astype(np.float64):
+            self._last = row
             obs, _, terminated, truncated, info = self.env.step(
                 unflatten_action(row, self.action_spec))
             reward, _ = self.reward.step(info)
@@ -481,13 +491,13 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
 
     store = ArtifactStore(run_dir)
     base = ckpt.load_checkpoint(store, cfg.base_checkpoint)
-    if relative_to_command(base.spec):
+    direct = cfg.mode == MODE_DIRECT
+    if relative_to_command(base.spec) and not direct:
         raise CheckpointError(
             f"checkpoint {base.artifact.id[:12]} predicts joint targets relative to its previous "
-            "command (policy option relative_base: command); RL fine-tuning supports policies "
-            "relative to the observation (relative_base: observation) only")
+            "command (policy option relative_base: command); residual RL supports policies "
+            "relative to the observation only: fine-tune it with --rl-option mode=direct")
     cfg = dataclasses.replace(cfg, base_checkpoint=base.artifact.id)
-    direct = cfg.mode == MODE_DIRECT
     env_cls = DirectEnv if direct else ResidualEnv
     if direct:
         direct_from_checkpoint(base)           # the policy type, before any env is built
