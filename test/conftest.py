@@ -59,6 +59,22 @@ def spin_until(executor, predicate, timeout: float, period: float = 0.05) -> boo
     return False
 
 
+def send_goal_answered(executor, client, goal, timeout: float = 30.0, tries: int = 3):
+    """Send ``goal`` until the server answers it (accepted or rejected): the goal future, or
+    None after ``tries`` sends of ``timeout / tries`` s each.
+
+    Just after discovery a server may answer before it matched the client's reply reader, and
+    the answer is lost (the server logs "failed to send response (timeout)"; CI once failed on
+    it). The goal is then sent again, so use this only where running a goal twice is harmless
+    (e.g. one that is refused or aborted).
+    """
+    for _ in range(tries):
+        sent = client.send_goal_async(goal)
+        if spin_until(executor, sent.done, timeout / tries):
+            return sent
+    return None
+
+
 def configure_and_activate(node, executor, target: str, tmp_path: Path,
                            timeout: float = 60.0) -> None:
     """Drive lifecycle node ``target`` through configure and activate from helper ``node``
