@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-ROOT = Path(__file__).resolve().parents[1]
 
 from clawgym_ros import constants as C  # noqa: E402
 from clawgym_ros.artifacts import ArtifactStore  # noqa: E402
@@ -29,6 +27,7 @@ from clawgym_ros.training.policies import (  # noqa: E402
     relative_to_command,
 )
 from clawgym_ros.training.synthetic import OBS_SPEC, synthetic_table  # noqa: E402
+from test.conftest import ROOT  # noqa: E402
 
 OBS = {C.OBS_JOINT_POS: 7, C.OBS_GRIPPER: 1}
 ACT = {C.ACT_JOINT_TARGET: 7, C.ACT_GRIPPER: 1}
@@ -100,6 +99,12 @@ def test_loop_config_with_policy_options_loads_without_torch():
             "assert c.policy_options == {'relative_base': 'command'}; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)
+    # The torch-free options are the very classes the policy types build with.
+    from clawgym_ros.training.options import BUILTIN_OPTIONS
+    from clawgym_ros.training.registry import BUILTIN_POLICIES, policy_class
+
+    assert set(BUILTIN_POLICIES) == {C.POLICY_MLP, C.POLICY_CNN}
+    assert all(policy_class(name).Options is BUILTIN_OPTIONS[name] for name in BUILTIN_POLICIES)
 
 
 @pytest.fixture(scope="module")

@@ -322,6 +322,12 @@ def command_base(relative: Sequence[tuple[int, int, int]], obs: torch.Tensor,
     return out
 
 
+def command_tensor(last: np.ndarray | None) -> torch.Tensor | None:
+    """The previous raw action as :meth:`PolicyModel.act`'s ``command`` (1, act_dim), float32;
+    None at an episode's start (no action sent yet)."""
+    return None if last is None else torch.from_numpy(last.astype(np.float32)).unsqueeze(0)
+
+
 class PolicyModel(nn.Module):
     """The contract of a policy type: what the training loop and :class:`TorchPolicy` call.
 
@@ -709,9 +715,7 @@ class TorchPolicy:
                 image = torch.from_numpy(pixels).unsqueeze(0)
             with torch.inference_mode():
                 if self._to_command:
-                    command = None if self._last is None else \
-                        torch.from_numpy(self._last.astype(np.float32)).unsqueeze(0)
-                    chunk = self.model.act(state, image, command)[0]
+                    chunk = self.model.act(state, image, command_tensor(self._last))[0]
                 else:
                     chunk = self.model.act(state, image)[0]
             self._queue.extend(chunk.numpy().astype(np.float64))

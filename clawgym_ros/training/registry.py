@@ -20,9 +20,9 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from clawgym_ros import constants as C
 from clawgym_ros import plugins
 from clawgym_ros.errors import ConfigError
+from clawgym_ros.training.options import BUILTIN_OPTIONS
 
 #: Entry-point group through which other packages register policy types.
 ENTRY_POINT_GROUP = "clawgym_ros.policies"
@@ -32,8 +32,9 @@ def _entry_points() -> dict[str, Any]:
     return plugins.entry_points(ENTRY_POINT_GROUP)
 
 
-#: Built-in policy types and the module that registers them.
-BUILTIN_POLICIES: tuple[str, ...] = (C.POLICY_MLP, C.POLICY_CNN)
+#: Built-in policy types (those with options in training/options.py) and the module that
+#: registers them.
+BUILTIN_POLICIES: tuple[str, ...] = tuple(BUILTIN_OPTIONS)
 _BUILTIN_MODULE = "clawgym_ros.training.policies"
 
 _REGISTRY: dict[str, Any] = {}
@@ -129,8 +130,6 @@ def check_policy_options(name: str, options: Any, field: str = "policy_options")
                           "type's Options)")
     options = dict(options)
     if name in BUILTIN_POLICIES:
-        from clawgym_ros.training.options import BUILTIN_OPTIONS
-
         option_cls = BUILTIN_OPTIONS[name]
     else:
         option_cls = policy_class(name).Options

@@ -343,15 +343,13 @@ class DirectEnv(_FinetuneEnv):
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         import torch
 
-        from clawgym_ros.training.policies import unflatten_action
+        from clawgym_ros.training.policies import command_tensor, unflatten_action
 
         a = self._check(action, "normalized action chunk")
-        command = None if self._last is None else \
-            torch.from_numpy(self._last.astype(np.float32)).unsqueeze(0)
         with torch.inference_mode():    # what PolicyModel.act does after the network
             chunk = self.policy.from_relative(self.policy.unnormalize_action(
                 torch.from_numpy(a).view(1, self.chunk, self.act_dim)),
-                self.policy.relative_base(self._raw, command))[0]
+                self.policy.relative_base(self._raw, command_tensor(self._last)))[0]
         total, ran = 0.0, 0
         terminated = truncated = False
         info: dict[str, Any] = {}
