@@ -144,6 +144,74 @@ def test_mode_defaults_keep_the_residual_config_json():
     assert direct.to_json()["mode"] == "direct" and direct.log_std_init == -4.0
     assert FinetuneConfig(base_checkpoint="x", steps=1, seed=0, mode="direct",
                           log_std_init=-2.0).log_std_init == -2.0
+    # the demonstration regularizer, off by default, is left out too (ids as before it)
+    assert not [k for k in {**residual.to_json(), **direct.to_json()} if k.startswith("bc_")]
+    on = FinetuneConfig(base_checkpoint="x", steps=1, seed=0, mode="direct", bc_steps=4)
+    assert on.to_json()["bc_steps"] == 4 and on.to_json()["bc_lr"] == 1e-4
+
+
+def test_demo_regularizer_trains_the_actor_on_the_bc_trainers_own_batches(bc_run):
+    """The regularizer's minibatches are the BC trainer's: with the actor equal to the BC
+    network its loss is the BC loss of the same rows; from perturbed weights its steps bring
+    the loss back down."""
+    import types
+
+    import torch
+    from torch import nn
+
+    from clawgym_ros.training.bc import _to_tensors
+    from clawgym_ros.training.checkpoint import load_checkpoint
+    from clawgym_ros.training.policies import TensorBatch
+    from clawgym_ros.training.rl import DemoRegularizer, FinetuneConfig, mlp_linears
+
+    root, base_id = bc_run
+    store = ArtifactStore(root)
+    base = load_checkpoint(store, base_id)
+    cfg = FinetuneConfig(base_checkpoint=base_id, steps=1, seed=0, mode="direct", bc_steps=1,
+                         bc_batch_size=64, bc_lr=1e-3)
+    reg = DemoRegularizer(store, base, cfg)
+    bc = base.build_model()
+    linears = [nn.Linear(m.in_features, m.out_features) for m in mlp_linears(bc)]
+    with torch.no_grad():
+        for mine, theirs in zip(linears, mlp_linears(bc), strict=True):
+            mine.weight.copy_(theirs.weight)
+            mine.bias.copy_(theirs.bias)
+    layers = [m for lin in linears[:-1] for m in (lin, nn.ReLU())]
+    net = nn.Sequential(*layers)
+    actor = types.SimpleNamespace(
+        mlp_extractor=types.SimpleNamespace(policy_net=net, forward_actor=net),
+        action_net=linears[-1])
+    reg.attach(actor)
+    # the batch the first step will draw, drawn on a copy of the generator
+    peek = torch.Generator().manual_seed(cfg.seed + 7919)
+    batch = reg.sampler.gather(*reg.sampler.train.locate(reg.sampler.draw(64, peek)))
+    obs, target, group, image = _to_tensors(batch, bc)
+    with torch.no_grad():
+        expected = float(bc.loss(TensorBatch(obs, target, group, image))[0].mean())
+    assert reg.step() == pytest.approx(expected, rel=1e-5)
+    with torch.no_grad():
+        for lin in linears:
+            lin.weight.add_(0.2 * torch.randn(lin.weight.shape,
+                                              generator=torch.Generator().manual_seed(1)))
+    cfg20 = FinetuneConfig(base_checkpoint=base_id, steps=1, seed=0, mode="direct",
+                           bc_steps=20, bc_batch_size=64, bc_lr=1e-3)
+    reg.cfg = cfg20
+    first = reg.step()
+    for _ in range(4):
+        last = reg.step()
+    assert last < 0.5 * first, (first, last)
+
+
+def test_direct_finetune_with_the_demo_regularizer_is_reproducible(bc_run, capsys):
+    root, base_id = bc_run
+    opts = ("--rl-option", "mode=direct", "--rl-option", "bc_steps=3")
+    code, out, err = _finetune(capsys, root, base_id, *opts)
+    assert code == 0, err
+    code2, again, _ = _finetune(capsys, root, base_id, *opts)
+    code3, plain, _ = _finetune(capsys, root, base_id, "--rl-option", "mode=direct")
+    assert code2 == code3 == 0 and again == out != plain
+    art = ArtifactStore(root).resolve(out, C.KIND_CHECKPOINT)
+    assert art.manifest.config["bc_steps"] == 3 and art.manifest.parents == [base_id]
 
 
 @pytest.mark.parametrize("relative_base", ["observation", "command"])
@@ -258,7 +326,8 @@ def test_reward_terms_reward_the_expert_over_random_and_stalled_actions(bc_run):
 
 @pytest.mark.parametrize("case", ["no_from", "dataset_too", "unknown_option", "bad_value",
                                   "layout", "residual_parent", "unknown_task",
-                                  "undeclared_reward_term", "unknown_mode", "direct_cnn"])
+                                  "undeclared_reward_term", "unknown_mode", "direct_cnn",
+                                  "bc_residual"])
 def test_finetune_bad_input_is_one_line_and_commits_nothing(bc_run, case, capsys, syn_run):
     root, base_id = bc_run
     store = ArtifactStore(root)
@@ -295,6 +364,9 @@ def test_finetune_bad_input_is_one_line_and_commits_nothing(bc_run, case, capsys
         before = len(store.list(C.KIND_CHECKPOINT))
         args += ["--from", cnn[:12], "--rl-option", "mode=direct"]
         expect = "is a cnn policy"
+    elif case == "bc_residual":
+        args += ["--from", base_id[:12], "--rl-option", "bc_steps=5"]
+        expect = "bc_steps=5"
     elif case == "unknown_task":
         args += ["--from", base_id[:12], "--task", "juggling"]
         expect = "juggling"

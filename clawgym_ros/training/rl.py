@@ -119,6 +119,14 @@ class FinetuneConfig:
     #: the calibration the fine-tuning envs run at (SimCalibration.to_dict(); {} = none, and
     #: then not part of the checkpoint's config, so uncalibrated ids are as before)
     calibration: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: direct mode: behaviour-cloning minibatch steps of the actor on the BC parent's own
+    #: demonstrations after every PPO update (0 = none; a regularizer that keeps the actor
+    #: near the demonstrations, see :class:`DemoRegularizer`)
+    bc_steps: int = 0
+    #: rows per behaviour-cloning minibatch (``bc_steps`` > 0)
+    bc_batch_size: int = 256
+    #: learning rate of the behaviour-cloning steps (Adam, ``bc_steps`` > 0)
+    bc_lr: float = 1e-4
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_checkpoint, str) or not self.base_checkpoint:
@@ -153,6 +161,12 @@ class FinetuneConfig:
             raise ConfigError("reward_weights", self.reward_weights, "a mapping term -> weight")
         object.__setattr__(self, "reward_weights", dict(self.reward_weights))
         object.__setattr__(self, "calibration", dict(self.calibration))
+        check_int("bc_steps", self.bc_steps, 0, 10_000)
+        check_int("bc_batch_size", self.bc_batch_size, 1, 1_000_000)
+        check_range("bc_lr", self.bc_lr, 1e-8, 1.0)
+        if self.bc_steps and self.mode != MODE_DIRECT:
+            raise ConfigError("bc_steps", self.bc_steps, f"0 unless mode is {MODE_DIRECT} (the "
+                              "behaviour-cloning steps train the BC network PPO fine-tunes)")
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -162,6 +176,9 @@ class FinetuneConfig:
             del data["calibration"]
         if self.mode == MODE_RESIDUAL:     # the default: ids of residual runs as before modes
             del data["mode"]
+        if not self.bc_steps:              # off: ids of runs as before the regularizer
+            for key in ("bc_steps", "bc_batch_size", "bc_lr"):
+                del data[key]
         return data
 
     @classmethod
@@ -441,6 +458,83 @@ def residual_from_checkpoint(ckpt: Any, cfg: FinetuneConfig) -> Any:
     return policy.eval()
 
 
+class DemoRegularizer:
+    """Behaviour-cloning steps of direct mode's PPO actor on the BC parent's demonstrations
+    (:attr:`FinetuneConfig.bc_steps` after every PPO update): PPO may move the actor where
+    the rewards lead, these steps pull it back toward what the demonstrations do (the idea of
+    DAPG-style augmented policy gradients, as an alternating phase, since SB3's PPO has no
+    hook for an extra loss term).
+
+    The minibatches are the BC trainer's (:class:`~clawgym_ros.training.data.TableSampler`
+    over the parent's datasets, with its observation columns, chunk, action shift and
+    relative base); the loss is its mean squared error in normalized action units, on the
+    actor's mean action; rows are drawn with a generator seeded from the run's seed.
+
+    Args:
+        store: the run's artifact store.
+        base: the loaded BC parent (``mlp``).
+        cfg: the run (``bc_steps``, ``bc_batch_size``, ``bc_lr``, ``seed``).
+
+    Raises:
+        ConfigError: the parent names no datasets (e.g. trained from a table built in memory).
+    """
+
+    def __init__(self, store: Any, base: Any, cfg: FinetuneConfig) -> None:
+        import torch
+
+        from clawgym_ros.training.bc import select_obs
+        from clawgym_ros.training.config import TrainConfig
+        from clawgym_ros.training.data import TableSampler, open_training_table
+        from clawgym_ros.training.policies import relative_to_command
+
+        dataset_ids = list(base.meta.get("dataset_ids") or [])
+        if not dataset_ids:
+            raise ConfigError("bc_steps", cfg.bc_steps, "0 for a checkpoint that names no "
+                              f"datasets (checkpoint {base.artifact.id[:12]})")
+        train = {**dataclasses.asdict(TrainConfig()), **base.meta.get("train_config", {})}
+        self.table = open_training_table(store, dataset_ids)
+        _, cols = select_obs(self.table.obs_spec, train.get("exclude_obs_keys") or [])
+        self.policy = direct_from_checkpoint(base)
+        self.sampler = TableSampler(
+            self.table, val_fraction=0.0, chunk=self.policy.spec.chunk, seed=cfg.seed,
+            resident_budget_mb=float(train["resident_budget_mb"]),
+            batch_size=cfg.bc_batch_size, shift=int(train["action_shift"]),
+            obs_columns=None if len(cols) == self.table.obs.shape[1] else cols,
+            command=relative_to_command(self.policy.spec))
+        self.generator = torch.Generator().manual_seed(cfg.seed + 7919)
+        self.cfg = cfg
+        self.optim: Any = None
+        self.actor: Any = None
+        self.losses: list[float] = []
+
+    def attach(self, sb3_policy: Any) -> None:
+        """Train the actor of ``sb3_policy`` (its policy net and action net)."""
+        import torch
+
+        self.actor = sb3_policy
+        params = [*sb3_policy.mlp_extractor.policy_net.parameters(),
+                  *sb3_policy.action_net.parameters()]
+        self.optim = torch.optim.Adam(params, lr=self.cfg.bc_lr)
+
+    def step(self) -> float:
+        """``bc_steps`` minibatch steps; the mean loss."""
+        from clawgym_ros.training.bc import _to_tensors
+
+        total = 0.0
+        actor = self.actor
+        for _ in range(self.cfg.bc_steps):
+            batch = self.sampler.sample(self.cfg.bc_batch_size, self.generator)
+            obs, target, _, _ = _to_tensors(batch, self.policy)
+            mean = actor.action_net(actor.mlp_extractor.forward_actor(obs))
+            loss = (mean - target.reshape(len(target), -1)).pow(2).mean()
+            self.optim.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optim.step()
+            total += float(loss.detach())
+        self.losses.append(total / max(1, self.cfg.bc_steps))
+        return self.losses[-1]
+
+
 # --------------------------------------------------------------------------- the run
 def work_key(cfg: FinetuneConfig, base_id: str) -> str:
     """Name of the run's work folder: a hash of everything that determines its weights."""
@@ -520,8 +614,14 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     validate = torch.distributions.Distribution._validate_args
     episodes: list[bool] = []
     simulated = [0]                             # control steps run (direct: chunks x steps)
+    regularizer = DemoRegularizer(store, base, cfg) if cfg.bc_steps else None
 
     class _Episodes(BaseCallback):
+        def _on_rollout_start(self) -> None:
+            # after each PPO update (SB3 trains between two rollouts)
+            if regularizer is not None and self.model.num_timesteps > 0:
+                self.logger.record("bc/loss", regularizer.step())
+
         def _on_rollout_end(self) -> None:
             if on_progress is not None:
                 on_progress(simulated[0], cfg.steps,
@@ -571,12 +671,16 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
             else:          # start exactly at the BC policy (mean correction 0)
                 model.policy.action_net.weight.zero_()
                 model.policy.action_net.bias.zero_()
+        if regularizer is not None:
+            regularizer.attach(model.policy)
         # SB3 otherwise makes an empty SB3-<date> folder in /tmp for every run.
         model.set_logger(configure(str(log_dir), ["tensorboard"]) if log_dir
                          else silent_logger())
         start, cpu = time.perf_counter(), time.process_time()
         model.learn(total_timesteps=-(-cfg.steps // chunk), callback=_Episodes(),
                     progress_bar=progress_bar)
+        if regularizer is not None:              # after the last PPO update too
+            regularizer.step()
         elapsed, learn_cpu = time.perf_counter() - start, time.process_time() - cpu
         if direct:
             policy = direct_from_checkpoint(base)
