@@ -327,7 +327,7 @@ def test_reward_terms_reward_the_expert_over_random_and_stalled_actions(bc_run):
 @pytest.mark.parametrize("case", ["no_from", "dataset_too", "unknown_option", "bad_value",
                                   "layout", "residual_parent", "unknown_task",
                                   "undeclared_reward_term", "unknown_mode", "direct_cnn",
-                                  "bc_residual"])
+                                  "bc_residual", "bc_no_datasets"])
 def test_finetune_bad_input_is_one_line_and_commits_nothing(bc_run, case, capsys, syn_run):
     root, base_id = bc_run
     store = ArtifactStore(root)
@@ -367,6 +367,20 @@ def test_finetune_bad_input_is_one_line_and_commits_nothing(bc_run, case, capsys
     elif case == "bc_residual":
         args += ["--from", base_id[:12], "--rl-option", "bc_steps=5"]
         expect = "bc_steps=5"
+    elif case == "bc_no_datasets":
+        # the demonstration regularizer needs the parent's datasets: one trained on a table
+        # given without dataset ids names none
+        from clawgym_ros.training.bc import train
+        from clawgym_ros.training.config import TrainConfig
+        from clawgym_ros.training.data import open_training_table
+
+        dataset_ids = list(store.get(base_id).manifest.parents)
+        bare = train(open_training_table(store, dataset_ids),
+                     TrainConfig(steps=2, seed=1, batch_size=16, chunk=5), store,
+                     dataset_ids=[], tensorboard=False).checkpoint_id
+        before = len(store.list(C.KIND_CHECKPOINT))
+        args += ["--from", bare[:12], "--rl-option", "mode=direct", "--rl-option", "bc_steps=2"]
+        expect = "names no datasets"
     elif case == "unknown_task":
         args += ["--from", base_id[:12], "--task", "juggling"]
         expect = "juggling"

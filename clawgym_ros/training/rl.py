@@ -597,6 +597,8 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     # PPO counts its own steps: one per control step (residual), one per chunk (direct).
     chunk = probe.chunk if direct else 1
     probe.close()
+    # the demonstrations, before any worker starts (a parent without datasets fails here)
+    regularizer = DemoRegularizer(store, base, cfg) if cfg.bc_steps else None
     key = work_key(cfg, base.artifact.id)
     work_dir = store.run_dir / C.DIR_TRAIN_WORK / key
     log_dir = store.run_dir / C.DIR_LOGS / C.DIR_TENSORBOARD / key if tensorboard else None
@@ -614,7 +616,6 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     validate = torch.distributions.Distribution._validate_args
     episodes: list[bool] = []
     simulated = [0]                             # control steps run (direct: chunks x steps)
-    regularizer = DemoRegularizer(store, base, cfg) if cfg.bc_steps else None
 
     class _Episodes(BaseCallback):
         def _on_rollout_start(self) -> None:
