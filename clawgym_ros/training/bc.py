@@ -303,6 +303,20 @@ def input_stats(table: TrainingTable, obs_cols: np.ndarray, spec: PolicySpec,
     return stats
 
 
+def policy_sampler(table: TrainingTable, spec: PolicySpec, obs_cols: np.ndarray,
+                   cfg: TrainConfig, *, val_fraction: float, seed: int, batch_size: int
+                   ) -> TableSampler:
+    """The minibatches a policy of ``spec`` trains on: its chunk, the observation columns it
+    sees (:func:`select_obs`), ``cfg``'s action shift and resident budget, and the previous
+    command when its targets are relative to it (the trainer's, and RL's demonstration
+    regularizer's, batches)."""
+    return TableSampler(table, val_fraction=val_fraction, chunk=spec.chunk, seed=seed,
+                        resident_budget_mb=cfg.resident_budget_mb, batch_size=batch_size,
+                        shift=cfg.action_shift,
+                        obs_columns=None if len(obs_cols) == table.obs.shape[1] else obs_cols,
+                        command=relative_to_command(spec))
+
+
 def group_counts(table: TrainingTable) -> np.ndarray:
     """Rows per group, counted in chunks (the group column is never loaded whole)."""
     counts = np.zeros(len(table.group_names), dtype=np.int64)
@@ -601,11 +615,9 @@ class _Trainer:
         self.resumed_from = 0
         if resume and self._load_newest_step():
             self.resumed_from = self.state.step
-        self.sampler = TableSampler(table, val_fraction=cfg.val_fraction, chunk=spec.chunk,
-                                    seed=cfg.seed, resident_budget_mb=cfg.resident_budget_mb,
-                                    batch_size=cfg.batch_size, shift=cfg.action_shift,
-                                    obs_columns=None if len(run.obs_cols) == table.obs.shape[1]
-                                    else run.obs_cols, command=relative_to_command(spec))
+        self.sampler = policy_sampler(table, spec, run.obs_cols, cfg,
+                                      val_fraction=cfg.val_fraction, seed=cfg.seed,
+                                      batch_size=cfg.batch_size)
         self.val = None
         val_batch = self.sampler.validation(cfg.val_samples, cfg.seed)
         if val_batch is not None:

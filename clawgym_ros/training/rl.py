@@ -482,30 +482,26 @@ class DemoRegularizer:
     def __init__(self, store: Any, base: Any, cfg: FinetuneConfig) -> None:
         import torch
 
-        from clawgym_ros.training.bc import select_obs
+        from clawgym_ros.training.bc import policy_sampler, select_obs
         from clawgym_ros.training.config import TrainConfig
-        from clawgym_ros.training.data import TableSampler, open_training_table
-        from clawgym_ros.training.policies import relative_to_command
+        from clawgym_ros.training.data import open_training_table
 
         dataset_ids = list(base.meta.get("dataset_ids") or [])
         if not dataset_ids:
             raise ConfigError("bc_steps", cfg.bc_steps, "0 for a checkpoint that names no "
                               f"datasets (checkpoint {base.artifact.id[:12]})")
-        train = {**dataclasses.asdict(TrainConfig()), **base.meta.get("train_config", {})}
-        self.table = open_training_table(store, dataset_ids)
-        _, cols = select_obs(self.table.obs_spec, train.get("exclude_obs_keys") or [])
+        train = TrainConfig(**{k: v for k, v in base.meta.get("train_config", {}).items()
+                               if k in ("exclude_obs_keys", "action_shift",
+                                        "resident_budget_mb")})
+        table = open_training_table(store, dataset_ids)
+        _, cols = select_obs(table.obs_spec, train.exclude_obs_keys)
         self.policy = direct_from_checkpoint(base)
-        self.sampler = TableSampler(
-            self.table, val_fraction=0.0, chunk=self.policy.spec.chunk, seed=cfg.seed,
-            resident_budget_mb=float(train["resident_budget_mb"]),
-            batch_size=cfg.bc_batch_size, shift=int(train["action_shift"]),
-            obs_columns=None if len(cols) == self.table.obs.shape[1] else cols,
-            command=relative_to_command(self.policy.spec))
+        self.sampler = policy_sampler(table, self.policy.spec, cols, train, val_fraction=0.0,
+                                      seed=cfg.seed, batch_size=cfg.bc_batch_size)
         self.generator = torch.Generator().manual_seed(cfg.seed + 7919)
         self.cfg = cfg
         self.optim: Any = None
         self.actor: Any = None
-        self.losses: list[float] = []
 
     def attach(self, sb3_policy: Any) -> None:
         """Train the actor of ``sb3_policy`` (its policy net and action net)."""
@@ -531,8 +527,7 @@ class DemoRegularizer:
             loss.backward()
             self.optim.step()
             total += float(loss.detach())
-        self.losses.append(total / max(1, self.cfg.bc_steps))
-        return self.losses[-1]
+        return total / max(1, self.cfg.bc_steps)
 
 
 # --------------------------------------------------------------------------- the run
