@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,24 @@ MAX_DATA_BYTES = 16 << 20
 #: Deepest nesting of mappings / lists accepted.
 MAX_DEPTH = 64
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """PyYAML's safe loader, reading ``3e-6`` and ``1.0e5`` as floats as YAML 1.2 does
+    (YAML 1.1, PyYAML's grammar, wants a dot and a signed exponent, ``3.0e-6``, and makes
+    the others strings, so ``lr: 3e-6`` failed as "lr='3e-6' is invalid")."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+_LOADER = _Loader
+
+
+def load_scalar(text: str) -> Any:
+    """One YAML value from a command-line ``KEY=VALUE`` item, with :func:`load_yaml`'s
+    grammar (``3e-6`` is a float). Raises ``yaml.YAMLError`` on malformed text."""
+    return yaml.load(text, Loader=_LOADER)  # noqa: S506 (a SafeLoader)
 
 
 def read_text(path: str | Path, what: str = "file", max_bytes: int = MAX_CONFIG_BYTES) -> str:

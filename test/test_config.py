@@ -60,3 +60,20 @@ def test_load_yaml_errors_name_the_file(tmp_path):
     bad.write_text("a: [1, 2\n")
     with pytest.raises(ConfigError, match="bad.yaml.*line"):
         load_yaml(bad)
+
+
+def test_exponent_floats_read_as_floats_in_files_and_options(tmp_path):
+    """YAML 1.2's floats without a dot or exponent sign (``3e-6``, ``1.0e5``) are numbers in
+    config files and in ``--*-option KEY=VALUE`` items; integers stay integers and text that
+    is no number stays text."""
+    from clawgym_ros.commands.train import parse_policy_options
+    from clawgym_ros.safe_load import load_scalar
+
+    path = tmp_path / "c.yaml"
+    path.write_text("lr: 3e-6\nbig: 1.0e5\nold: 3.0e-6\nn: 30\nname: 1e\nneg: -2E+3\n")
+    assert load_yaml(path) == {"lr": 3e-6, "big": 1e5, "old": 3e-6, "n": 30, "name": "1e",
+                               "neg": -2000.0}
+    assert isinstance(load_yaml(path)["n"], int)
+    assert parse_policy_options(["lr=3e-6", "n_steps=2048", "mode=direct"]) == {
+        "lr": 3e-6, "n_steps": 2048, "mode": "direct"}
+    assert load_scalar("{a: 1e-3}") == {"a": 1e-3}

@@ -115,6 +115,7 @@ def parse_policy_options(items: list[str]) -> dict:
     import yaml
 
     from clawgym_ros.errors import ConfigError
+    from clawgym_ros.safe_load import load_scalar
 
     options = {}
     for item in items:
@@ -122,7 +123,7 @@ def parse_policy_options(items: list[str]) -> dict:
         if not sep or not key.strip():
             raise ConfigError("--policy-option", item, "KEY=VALUE")
         try:
-            options[key.strip()] = yaml.safe_load(text)
+            options[key.strip()] = load_scalar(text)
         except yaml.YAMLError:
             options[key.strip()] = text
     return options
