@@ -148,6 +148,90 @@ def test_mode_defaults_keep_the_residual_config_json():
     assert not [k for k in {**residual.to_json(), **direct.to_json()} if k.startswith("bc_")]
     on = FinetuneConfig(base_checkpoint="x", steps=1, seed=0, mode="direct", bc_steps=4)
     assert on.to_json()["bc_steps"] == 4 and on.to_json()["bc_lr"] == 1e-4
+    # so are the critic-only passes
+    assert not [k for k in {**residual.to_json(), **direct.to_json()}
+                if k in ("value_epochs", "value_lr", "critic_warmup")]
+    fit = FinetuneConfig(base_checkpoint="x", steps=1, seed=0, value_epochs=3, critic_warmup=2)
+    assert (fit.to_json()["value_epochs"], fit.to_json()["value_lr"],
+            fit.to_json()["critic_warmup"]) == (3, 1e-3, 2)
+
+
+class _Drift:
+    """A Gymnasium env whose returns a critic can learn: a constant x in [-1, 1] drawn per
+    episode is paid every step for 10 steps (observation: x and the time left)."""
+
+    def __new__(cls):
+        import gymnasium as gym
+        from gymnasium import spaces
+
+        class Drift(gym.Env):
+            observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+            action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+            def reset(self, *, seed=None, options=None):
+                super().reset(seed=seed)
+                self.x, self.t = float(self.np_random.uniform(-1, 1)), 0
+                return self._obs(), {}
+
+            def _obs(self):
+                return np.array([self.x, 1.0 - self.t / 10], np.float32)
+
+            def step(self, action):
+                self.t += 1
+                return self._obs(), self.x, self.t >= 10, False, {}
+
+        return Drift()
+
+
+def test_critic_fit_learns_the_returns_and_warm_up_leaves_the_actor_alone():
+    """CriticFit on real PPO rollouts: the critic's explained variance of a rollout's
+    returns rises with the passes and, out of sample, from one rollout to the next; the
+    buffer's advantages are recomputed with the fitted critic (returns = advantages + values,
+    values = the critic's predictions); the warm-up update leaves the actor's weights as they
+    were and the next ones move them."""
+    import stable_baselines3 as sb3
+    import torch
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from clawgym_ros.training.rl import CriticFit, FinetuneConfig, _ppo_class, silent_logger
+
+    cfg = FinetuneConfig(base_checkpoint="x", steps=1, seed=0, value_epochs=30,
+                         value_lr=3e-3, critic_warmup=1)
+    critic = CriticFit(cfg)
+    fits, actors = [], []
+    fit = critic.fit
+
+    def recording_fit(model):
+        actors.append([p.detach().clone() for p in model.policy.action_net.parameters()])
+        result = fit(model)
+        buf = model.rollout_buffer
+        obs = torch.from_numpy(buf.observations.reshape(-1, buf.observations.shape[-1]))
+        with torch.no_grad():
+            predicted = model.policy.predict_values(obs).numpy().reshape(buf.values.shape)
+        np.testing.assert_allclose(buf.values, predicted, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(buf.returns, buf.advantages + buf.values, rtol=1e-6,
+                                   atol=1e-5)
+        fits.append(result)
+        return result
+
+    critic.fit = recording_fit
+    venv = DummyVecEnv([_Drift])
+    model = _ppo_class(sb3, critic, cfg.critic_warmup)("MlpPolicy", venv, n_steps=256,
+                                                        batch_size=64, n_epochs=2, seed=0,
+                                                        device="cpu")
+    critic.attach(model.policy)
+    model.set_logger(silent_logger())
+    model.learn(total_timesteps=3 * 256)
+    actors.append([p.detach().clone() for p in model.policy.action_net.parameters()])
+    assert len(fits) == 3
+    for result in fits:
+        assert result["explained_variance_after"] > result["explained_variance_before"], fits
+    # out of sample (the critic of the updates before, on a new rollout): from nothing to most
+    assert fits[0]["explained_variance_before"] < 0.3, fits
+    assert fits[-1]["explained_variance_before"] > 0.9, fits
+    same = [all(torch.equal(a, b) for a, b in zip(x, y, strict=True))
+            for x, y in zip(actors, actors[1:])]
+    assert same == [True, False, False], same     # update 1 warms up, 2 and 3 train the actor
 
 
 def test_demo_regularizer_trains_the_actor_on_the_bc_trainers_own_batches(bc_run):
@@ -200,6 +284,34 @@ def test_demo_regularizer_trains_the_actor_on_the_bc_trainers_own_batches(bc_run
     for _ in range(4):
         last = reg.step()
     assert last < 0.5 * first, (first, last)
+
+
+def test_direct_finetune_with_critic_fit_is_reproducible_and_warm_up_keeps_the_bc_actor(
+        bc_run, capsys):
+    """Same options, same id; with every update a warm-up one the committed network is the
+    BC parent's, weight for weight, and without warm-up it is not."""
+    import torch
+
+    from clawgym_ros.training.checkpoint import load_checkpoint
+    from clawgym_ros.training.rl import mlp_linears
+
+    root, base_id = bc_run
+    fit = ("--rl-option", "mode=direct", "--rl-option", "value_epochs=2")
+    code, trained, err = _finetune(capsys, root, base_id, *fit)
+    assert code == 0, err
+    code2, again, _ = _finetune(capsys, root, base_id, *fit)
+    code3, warm, _ = _finetune(capsys, root, base_id, *fit, "--rl-option", "critic_warmup=2")
+    assert code2 == code3 == 0 and again == trained != warm
+    store = ArtifactStore(root)
+    bc = mlp_linears(load_checkpoint(store, base_id).build_model())
+
+    def same_as_bc(cid):
+        net = mlp_linears(load_checkpoint(store, cid).build_model())
+        return all(torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+                   for a, b in zip(net, bc, strict=True))
+
+    assert same_as_bc(warm) and not same_as_bc(trained)
+    assert store.resolve(warm, C.KIND_CHECKPOINT).manifest.config["critic_warmup"] == 2
 
 
 def test_direct_finetune_with_the_demo_regularizer_is_reproducible(bc_run, capsys):
@@ -327,7 +439,7 @@ def test_reward_terms_reward_the_expert_over_random_and_stalled_actions(bc_run):
 @pytest.mark.parametrize("case", ["no_from", "dataset_too", "unknown_option", "bad_value",
                                   "layout", "residual_parent", "unknown_task",
                                   "undeclared_reward_term", "unknown_mode", "direct_cnn",
-                                  "bc_residual", "bc_no_datasets"])
+                                  "bc_residual", "bc_no_datasets", "warmup_without_fit"])
 def test_finetune_bad_input_is_one_line_and_commits_nothing(bc_run, case, capsys, syn_run):
     root, base_id = bc_run
     store = ArtifactStore(root)
@@ -381,6 +493,9 @@ def test_finetune_bad_input_is_one_line_and_commits_nothing(bc_run, case, capsys
         before = len(store.list(C.KIND_CHECKPOINT))
         args += ["--from", bare[:12], "--rl-option", "mode=direct", "--rl-option", "bc_steps=2"]
         expect = "names no datasets"
+    elif case == "warmup_without_fit":
+        args += ["--from", base_id[:12], "--rl-option", "critic_warmup=3"]
+        expect = "critic_warmup=3"
     elif case == "unknown_task":
         args += ["--from", base_id[:12], "--task", "juggling"]
         expect = "juggling"

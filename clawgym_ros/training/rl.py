@@ -127,6 +127,15 @@ class FinetuneConfig:
     bc_batch_size: int = 256
     #: learning rate of the behaviour-cloning steps (Adam, ``bc_steps`` > 0)
     bc_lr: float = 1e-4
+    #: critic-only passes over each rollout before PPO's update (0 = none), with an Adam
+    #: optimizer of their own at ``value_lr``: PPO's KL early stop ends the critic's training
+    #: together with the actor's (in direct mode after one minibatch), see :class:`CriticFit`
+    value_epochs: int = 0
+    #: learning rate of the critic-only passes (``value_epochs`` > 0)
+    value_lr: float = 1e-3
+    #: the first this many PPO updates train the critic only (the actor stays where it
+    #: started until the critic has seen this many rollouts; needs ``value_epochs`` > 0)
+    critic_warmup: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_checkpoint, str) or not self.base_checkpoint:
@@ -164,6 +173,12 @@ class FinetuneConfig:
         check_int("bc_steps", self.bc_steps, 0, 10_000)
         check_int("bc_batch_size", self.bc_batch_size, 1, 1_000_000)
         check_range("bc_lr", self.bc_lr, 1e-8, 1.0)
+        check_int("value_epochs", self.value_epochs, 0, 1000)
+        check_range("value_lr", self.value_lr, 1e-8, 1.0)
+        check_int("critic_warmup", self.critic_warmup, 0, 1_000_000)
+        if self.critic_warmup and not self.value_epochs:
+            raise ConfigError("critic_warmup", self.critic_warmup, "0 unless value_epochs > 0 "
+                              "(the warm-up updates train the critic with those passes only)")
         if self.bc_steps and self.mode != MODE_DIRECT:
             raise ConfigError("bc_steps", self.bc_steps, f"0 unless mode is {MODE_DIRECT} (the "
                               "behaviour-cloning steps train the BC network PPO fine-tunes)")
@@ -178,6 +193,9 @@ class FinetuneConfig:
             del data["mode"]
         if not self.bc_steps:              # off: ids of runs as before the regularizer
             for key in ("bc_steps", "bc_batch_size", "bc_lr"):
+                del data[key]
+        if not self.value_epochs:          # off: ids of runs as before the critic passes
+            for key in ("value_epochs", "value_lr", "critic_warmup"):
                 del data[key]
         return data
 
@@ -530,6 +548,105 @@ class DemoRegularizer:
         return total / max(1, self.cfg.bc_steps)
 
 
+class CriticFit:
+    """Critic-only passes over a PPO rollout before the PPO update
+    (:attr:`FinetuneConfig.value_epochs`).
+
+    SB3's PPO trains actor and critic with one loss and stops both at the first minibatch
+    whose KL exceeds ``1.5 * target_kl``; with the small exploration noise of fine-tuning
+    (direct mode) that is after the first minibatch, so the critic gets one Adam step per
+    rollout and never predicts the returns (explained variance ~0), and the advantages PPO
+    follows are returns minus a constant. Here, per epoch: the rollout's TD(lambda) returns
+    and advantages are recomputed with the current critic (SB3's own
+    ``compute_returns_and_advantage``), then one pass of shuffled minibatches (PPO's
+    ``batch_size``) regresses the critic on them with its own Adam optimizer at ``value_lr``;
+    after the last pass the advantages are recomputed once more, so PPO's update follows the
+    fitted critic. Rows are shuffled by a generator seeded from the run's seed.
+
+    Truncated episodes keep SB3's bootstrap of the time-out (added to the last reward at
+    rollout time with the critic of that moment).
+
+    Args:
+        cfg: the run (``value_epochs``, ``value_lr``, ``seed``).
+    """
+
+    def __init__(self, cfg: FinetuneConfig) -> None:
+        self.cfg = cfg
+        self.rng = np.random.default_rng([cfg.seed, 0xC217])
+        self.optim: Any = None
+
+    def attach(self, sb3_policy: Any) -> None:
+        """Train the critic of ``sb3_policy`` (its value net and value head)."""
+        import torch
+
+        self.policy = sb3_policy
+        params = [*sb3_policy.mlp_extractor.value_net.parameters(),
+                  *sb3_policy.value_net.parameters()]
+        self.params = params
+        self.optim = torch.optim.Adam(params, lr=self.cfg.value_lr)
+
+    def _values(self, obs: np.ndarray) -> Any:
+        import torch
+
+        with torch.no_grad():
+            return self.policy.predict_values(torch.from_numpy(obs)).flatten()
+
+    def _advantages(self, model: Any) -> None:
+        buf = model.rollout_buffer
+        shape = buf.values.shape
+        buf.values = self._values(buf.observations.reshape(-1, buf.observations.shape[-1])
+                                  ).numpy().reshape(shape)
+        last = self._values(np.asarray(model._last_obs, dtype=np.float32))
+        buf.compute_returns_and_advantage(last_values=last, dones=model._last_episode_starts)
+
+    def fit(self, model: Any) -> dict[str, float]:
+        """Fit the critic on ``model``'s filled rollout buffer and recompute its advantages;
+        the critic's explained variance of the rollout's returns before and after."""
+        import torch
+        from stable_baselines3.common.utils import explained_variance
+
+        buf = model.rollout_buffer
+        before = float(explained_variance(buf.values.flatten(), buf.returns.flatten()))
+        obs = buf.observations.reshape(-1, buf.observations.shape[-1])
+        batch = max(2, model.batch_size)
+        loss = torch.zeros(())
+        for _ in range(self.cfg.value_epochs):
+            self._advantages(model)
+            returns = torch.from_numpy(buf.returns.reshape(-1).astype(np.float32))
+            order = self.rng.permutation(len(obs))
+            for start in range(0, len(order), batch):
+                rows = order[start:start + batch]
+                pred = self.policy.predict_values(torch.from_numpy(obs[rows])).flatten()
+                loss = (pred - returns[rows]).pow(2).mean()
+                self.optim.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.params, model.max_grad_norm)
+                self.optim.step()
+        self._advantages(model)
+        after = float(explained_variance(buf.values.flatten(), buf.returns.flatten()))
+        return {"explained_variance_before": before, "explained_variance_after": after,
+                "value_loss": float(loss.detach())}
+
+
+def _ppo_class(sb3: Any, critic: CriticFit | None, warmup: int) -> Any:
+    """SB3's PPO, or PPO whose every update starts with :class:`CriticFit` and whose first
+    ``warmup`` updates train the critic only."""
+    if critic is None:
+        return sb3.PPO
+
+    class CriticFirstPPO(sb3.PPO):
+        updates = 0
+
+        def train(self) -> None:
+            for name, value in critic.fit(self).items():
+                self.logger.record(f"critic/{name}", value)
+            self.updates += 1
+            if self.updates > warmup:
+                super().train()
+
+    return CriticFirstPPO
+
+
 # --------------------------------------------------------------------------- the run
 def work_key(cfg: FinetuneConfig, base_id: str) -> str:
     """Name of the run's work folder: a hash of everything that determines its weights."""
@@ -615,7 +732,9 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     class _Episodes(BaseCallback):
         def _on_rollout_start(self) -> None:
             # after each PPO update (SB3 trains between two rollouts)
-            if regularizer is not None and self.model.num_timesteps > 0:
+            # (not while the critic warms up: the actor has not moved)
+            if (regularizer is not None and self.model.num_timesteps > 0
+                    and getattr(self.model, "updates", 1) > cfg.critic_warmup):
                 self.logger.record("bc/loss", regularizer.step())
 
         def _on_rollout_end(self) -> None:
@@ -649,7 +768,8 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
         else:
             arch = {"net_arch": {"pi": list(cfg.hidden), "vf": [64, 64]},
                     "activation_fn": nn.Tanh}
-        model = sb3.PPO(
+        critic = CriticFit(cfg) if cfg.value_epochs else None
+        model = _ppo_class(sb3, critic, cfg.critic_warmup)(
             "MlpPolicy", venv, n_steps=max(2, -(-cfg.n_steps // chunk)),
             batch_size=max(2, -(-cfg.batch_size // chunk)),
             n_epochs=cfg.n_epochs, learning_rate=cfg.lr, gamma=cfg.gamma ** chunk,
@@ -669,6 +789,8 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
                 model.policy.action_net.bias.zero_()
         if regularizer is not None:
             regularizer.attach(model.policy)
+        if critic is not None:
+            critic.attach(model.policy)
         # SB3 otherwise makes an empty SB3-<date> folder in /tmp for every run.
         model.set_logger(configure(str(log_dir), ["tensorboard"]) if log_dir
                          else silent_logger())
