@@ -797,7 +797,8 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
         start, cpu = time.perf_counter(), time.process_time()
         model.learn(total_timesteps=-(-cfg.steps // chunk), callback=_Episodes(),
                     progress_bar=progress_bar)
-        if regularizer is not None:              # after the last PPO update too
+        if (regularizer is not None            # after the last PPO update too
+                and getattr(model, "updates", 1) > cfg.critic_warmup):
             regularizer.step()
         elapsed, learn_cpu = time.perf_counter() - start, time.process_time() - cpu
         if direct:
