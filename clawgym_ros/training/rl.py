@@ -101,6 +101,8 @@ class FinetuneConfig:
     residual_scale_twist: float = 0.2
     hidden: tuple[int, ...] = (64, 64)
     max_episode_steps: int = 800
+    #: control steps per rollout and worker (SB3's ``n_steps``: with W workers an update
+    #: sees W x n_steps steps); ``batch_size``: control steps per minibatch
     n_steps: int = 2048
     batch_size: int = 256
     n_epochs: int = 10
