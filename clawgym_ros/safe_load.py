@@ -36,7 +36,6 @@ MAX_DATA_BYTES = 16 << 20
 MAX_DEPTH = 64
 
 
-
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """PyYAML's safe loader, reading ``3e-6`` and ``1.0e5`` as floats as YAML 1.2 does
     (YAML 1.1, PyYAML's grammar, wants a dot and a signed exponent, ``3.0e-6``, and makes

@@ -563,7 +563,10 @@ class CriticFit:
     ``compute_returns_and_advantage``), then one pass of shuffled minibatches (PPO's
     ``batch_size``) regresses the critic on them with its own Adam optimizer at ``value_lr``;
     after the last pass the advantages are recomputed once more, so PPO's update follows the
-    fitted critic. Rows are shuffled by a generator seeded from the run's seed.
+    fitted critic. Rows are shuffled by a generator seeded from the run's seed. (The first
+    recomputation repeats the rollout-end one with the same critic but a batched forward;
+    its values may differ from the rollout's in the last bit, and the committed ids of runs
+    with these passes depend on it.)
 
     Truncated episodes keep SB3's bootstrap of the time-out (added to the last reward at
     rollout time with the critic of that moment).
@@ -731,12 +734,14 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     episodes: list[bool] = []
     simulated = [0]                             # control steps run (direct: chunks x steps)
 
+    def actor_trained(model: Any) -> bool:
+        """Has PPO updated the actor yet (not only the critic, while it warms up)?"""
+        return model.num_timesteps > 0 and getattr(model, "updates", 1) > cfg.critic_warmup
+
     class _Episodes(BaseCallback):
         def _on_rollout_start(self) -> None:
             # after each PPO update (SB3 trains between two rollouts)
-            # (not while the critic warms up: the actor has not moved)
-            if (regularizer is not None and self.model.num_timesteps > 0
-                    and getattr(self.model, "updates", 1) > cfg.critic_warmup):
+            if regularizer is not None and actor_trained(self.model):
                 self.logger.record("bc/loss", regularizer.step())
 
         def _on_rollout_end(self) -> None:
@@ -799,8 +804,7 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
         start, cpu = time.perf_counter(), time.process_time()
         model.learn(total_timesteps=-(-cfg.steps // chunk), callback=_Episodes(),
                     progress_bar=progress_bar)
-        if (regularizer is not None            # after the last PPO update too
-                and getattr(model, "updates", 1) > cfg.critic_warmup):
+        if regularizer is not None and actor_trained(model):   # after the last update too
             regularizer.step()
         elapsed, learn_cpu = time.perf_counter() - start, time.process_time() - cpu
         if direct:
