@@ -154,6 +154,45 @@ def test_mode_defaults_keep_the_residual_config_json():
     fit = FinetuneConfig(base_checkpoint="x", steps=1, seed=0, value_epochs=3, critic_warmup=2)
     assert (fit.to_json()["value_epochs"], fit.to_json()["value_lr"],
             fit.to_json()["critic_warmup"]) == (3, 1e-3, 2)
+    # and the exploration noise's default (per element)
+    assert "exploration" not in residual.to_json() and "exploration" not in direct.to_json()
+    held = FinetuneConfig(base_checkpoint="x", steps=1, seed=0, mode="direct",
+                          exploration="chunk")
+    assert held.to_json()["exploration"] == "chunk"
+
+
+def test_chunk_shared_exploration_holds_one_draw_over_the_chunk():
+    """exploration=chunk: every step of a sampled chunk deviates from the mean by the same
+    act_dim-element draw; its log-probability is that draw's density (act_dim dimensions),
+    its entropy act_dim elements' entropy; the deterministic action is the mean."""
+    import gymnasium as gym
+    import torch
+
+    from clawgym_ros.training.rl import chunk_shared_policy
+
+    chunk, act_dim = 4, 3
+    policy = chunk_shared_policy(chunk)(
+        gym.spaces.Box(-1, 1, (5,), np.float32), gym.spaces.Box(-100, 100, (chunk * act_dim,),
+                                                                np.float32),
+        lambda _: 1e-3, log_std_init=-1.0)
+    assert tuple(policy.log_std.shape) == (act_dim,)
+    torch.manual_seed(0)
+    obs = torch.randn(6, 5)
+    dist = policy.get_distribution(obs)
+    mean = dist.mode()
+    sample = dist.sample()
+    noise = (sample - mean).view(6, chunk, act_dim)
+    assert torch.allclose(noise, noise[:, :1].expand(-1, chunk, -1))
+    assert float(noise.abs().max()) > 0
+    normal = torch.distributions.Normal(0.0, float(np.exp(-1.0)))
+    expected = normal.log_prob(noise[:, 0]).sum(-1)
+    assert torch.allclose(dist.log_prob(sample), expected, atol=1e-5)
+    assert torch.allclose(dist.entropy(), normal.entropy().expand(act_dim).sum().expand(6))
+    actions, _, log_prob = policy(obs)
+    assert actions.shape == (6, chunk * act_dim) and log_prob.shape == (6,)
+    values, log_prob2, entropy = policy.evaluate_actions(obs, actions)
+    assert torch.allclose(log_prob, log_prob2) and entropy.shape == (6,)
+    assert torch.equal(policy(obs, deterministic=True)[0], mean)
 
 
 class _Drift:
@@ -318,6 +357,18 @@ def test_direct_finetune_with_critic_fit_is_reproducible_and_warm_up_keeps_the_b
     assert store.resolve(warm, C.KIND_CHECKPOINT).manifest.config["critic_warmup"] == 2
 
 
+def test_direct_finetune_with_chunk_exploration_is_reproducible(bc_run, capsys):
+    root, base_id = bc_run
+    opts = ("--rl-option", "mode=direct", "--rl-option", "exploration=chunk")
+    code, out, err = _finetune(capsys, root, base_id, *opts)
+    assert code == 0, err
+    code2, again, _ = _finetune(capsys, root, base_id, *opts)
+    code3, plain, _ = _finetune(capsys, root, base_id, "--rl-option", "mode=direct")
+    assert code2 == code3 == 0 and again == out != plain
+    art = ArtifactStore(root).resolve(out, C.KIND_CHECKPOINT)
+    assert art.manifest.config["exploration"] == "chunk" and art.manifest.parents == [base_id]
+
+
 def test_direct_finetune_with_the_demo_regularizer_is_reproducible(bc_run, capsys):
     root, base_id = bc_run
     opts = ("--rl-option", "mode=direct", "--rl-option", "bc_steps=3")
@@ -443,7 +494,8 @@ def test_reward_terms_reward_the_expert_over_random_and_stalled_actions(bc_run):
 @pytest.mark.parametrize("case", ["no_from", "dataset_too", "unknown_option", "bad_value",
                                   "layout", "residual_parent", "unknown_task",
                                   "undeclared_reward_term", "unknown_mode", "direct_cnn",
-                                  "bc_residual", "bc_no_datasets", "warmup_without_fit"])
+                                  "bc_residual", "bc_no_datasets", "warmup_without_fit",
+                                  "chunk_residual"])
 def test_finetune_bad_input_is_one_line_and_commits_nothing(bc_run, case, capsys, syn_run):
     root, base_id = bc_run
     store = ArtifactStore(root)
@@ -500,6 +552,9 @@ def test_finetune_bad_input_is_one_line_and_commits_nothing(bc_run, case, capsys
     elif case == "warmup_without_fit":
         args += ["--from", base_id[:12], "--rl-option", "critic_warmup=3"]
         expect = "critic_warmup=3"
+    elif case == "chunk_residual":
+        args += ["--from", base_id[:12], "--rl-option", "exploration=chunk"]
+        expect = "exploration='chunk'"
     elif case == "unknown_task":
         args += ["--from", base_id[:12], "--task", "juggling"]
         expect = "juggling"

@@ -69,6 +69,11 @@ MODES: tuple[str, ...] = (MODE_RESIDUAL, MODE_DIRECT)
 #: Default log-std of the exploration noise per mode (docs/results/2026-12-05-rl-direct.md:
 #: direct at -3 made its noisy training episodes succeed 0.07-0.14, at -4 0.31-0.39).
 LOG_STD_INIT: dict[str, float] = {MODE_RESIDUAL: -3.0, MODE_DIRECT: -4.0}
+#: Exploration noise of direct mode (:attr:`FinetuneConfig.exploration`): independent per
+#: element of the action chunk, or one draw per action element shared by the chunk's steps.
+EXPLORATION_STEP = "step"
+EXPLORATION_CHUNK = "chunk"
+EXPLORATIONS: tuple[str, ...] = (EXPLORATION_STEP, EXPLORATION_CHUNK)
 #: Bound of direct mode's normalized actions (standard deviations of the demonstrations'
 #: actions; far outside anything a BC policy predicts).
 DIRECT_ACTION_BOUND = 100.0
@@ -138,6 +143,11 @@ class FinetuneConfig:
     #: the first this many PPO updates train the critic only (the actor stays where it
     #: started until the critic has seen this many rollouts; needs ``value_epochs`` > 0)
     critic_warmup: int = 0
+    #: direct mode's exploration noise: ``step`` = an independent Gaussian per element of the
+    #: action chunk (SB3's); ``chunk`` = one Gaussian offset per action element held over the
+    #: chunk's steps (``act_dim`` noise dimensions instead of ``chunk x act_dim``), see
+    #: :class:`ChunkSharedGaussian`
+    exploration: str = EXPLORATION_STEP
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_checkpoint, str) or not self.base_checkpoint:
@@ -181,6 +191,10 @@ class FinetuneConfig:
         if self.critic_warmup and not self.value_epochs:
             raise ConfigError("critic_warmup", self.critic_warmup, "0 unless value_epochs > 0 "
                               "(the warm-up updates train the critic with those passes only)")
+        check_choice("exploration", self.exploration, EXPLORATIONS)
+        if self.exploration != EXPLORATION_STEP and self.mode != MODE_DIRECT:
+            raise ConfigError("exploration", self.exploration, f"{EXPLORATION_STEP!r} unless "
+                              f"mode is {MODE_DIRECT} (residual corrections are per step)")
         if self.bc_steps and self.mode != MODE_DIRECT:
             raise ConfigError("bc_steps", self.bc_steps, f"0 unless mode is {MODE_DIRECT} (the "
                               "behaviour-cloning steps train the BC network PPO fine-tunes)")
@@ -199,6 +213,8 @@ class FinetuneConfig:
         if not self.value_epochs:          # off: ids of runs as before the critic passes
             for key in ("value_epochs", "value_lr", "critic_warmup"):
                 del data[key]
+        if self.exploration == EXPLORATION_STEP:   # the default: ids as before the option
+            del data["exploration"]
         return data
 
     @classmethod
@@ -633,6 +649,66 @@ class CriticFit:
                 "value_loss": float(loss.detach())}
 
 
+def chunk_shared_policy(chunk: int) -> Any:
+    """SB3's ``MlpPolicy`` (:class:`ActorCriticPolicy`) whose exploration noise is one draw per
+    action element held over the chunk's ``chunk`` steps (:attr:`FinetuneConfig.exploration`
+    ``chunk``).
+
+    Its distribution over a flat, step-major action chunk (``chunk x act_dim``): a sample is
+    ``mean + repeat(std * eps)`` with ``eps ~ N(0, I)`` of ``act_dim`` elements and a log-std of
+    ``act_dim`` elements; the log-probability of an action chunk ``a`` is the density of its
+    deviation from the mean averaged over the chunk's steps, ``mean_steps(a - mean)`` (for a
+    chunk this distribution drew, exactly its noise). PPO's ratio and gradient thus see
+    ``act_dim`` noise dimensions instead of ``chunk x act_dim``; the mean, the network's whole
+    chunk, is what is trained (through its average over the steps).
+    """
+    import torch
+    from stable_baselines3.common.distributions import DiagGaussianDistribution
+    from stable_baselines3.common.policies import ActorCriticPolicy
+    from torch import nn
+
+    class ChunkSharedGaussian(DiagGaussianDistribution):
+        def __init__(self, action_dim: int) -> None:
+            super().__init__(action_dim)
+            if action_dim % chunk:
+                raise ConfigError("exploration", EXPLORATION_CHUNK,
+                                  f"an action of chunk x act_dim elements (chunk {chunk}, "
+                                  f"{action_dim} elements)")
+            self.act_dim = action_dim // chunk
+
+        def proba_distribution_net(self, latent_dim: int, log_std_init: float = 0.0
+                                   ) -> tuple[nn.Module, nn.Parameter]:
+            log_std = nn.Parameter(torch.ones(self.act_dim) * log_std_init, requires_grad=True)
+            return nn.Linear(latent_dim, self.action_dim), log_std
+
+        def proba_distribution(self, mean_actions: Any, log_std: Any) -> ChunkSharedGaussian:
+            self.mean = mean_actions
+            self.distribution = torch.distributions.Normal(torch.zeros_like(log_std),
+                                                           log_std.exp())
+            return self
+
+        def log_prob(self, actions: Any) -> Any:
+            noise = (actions - self.mean).view(-1, chunk, self.act_dim).mean(dim=1)
+            return self.distribution.log_prob(noise).sum(dim=-1)
+
+        def entropy(self) -> Any:
+            return self.distribution.entropy().sum().expand(self.mean.shape[0])
+
+        def sample(self) -> Any:
+            noise = self.distribution.rsample((self.mean.shape[0],))
+            return self.mean + noise.repeat(1, chunk)
+
+        def mode(self) -> Any:
+            return self.mean
+
+    class ChunkSharedPolicy(ActorCriticPolicy):
+        def _build(self, lr_schedule: Any) -> None:
+            self.action_dist = ChunkSharedGaussian(int(np.prod(self.action_space.shape)))
+            super()._build(lr_schedule)
+
+    return ChunkSharedPolicy
+
+
 def _ppo_class(sb3: Any, critic: CriticFit | None, warmup: int) -> Any:
     """SB3's PPO, or PPO whose every update starts with :class:`CriticFit` and whose first
     ``warmup`` updates train the critic only."""
@@ -776,8 +852,10 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
             arch = {"net_arch": {"pi": list(cfg.hidden), "vf": [64, 64]},
                     "activation_fn": nn.Tanh}
         critic = CriticFit(cfg) if cfg.value_epochs else None
+        policy_cls = (chunk_shared_policy(chunk) if cfg.exploration == EXPLORATION_CHUNK
+                      else "MlpPolicy")
         model = _ppo_class(sb3, critic, cfg.critic_warmup)(
-            "MlpPolicy", venv, n_steps=max(2, -(-cfg.n_steps // chunk)),
+            policy_cls, venv, n_steps=max(2, -(-cfg.n_steps // chunk)),
             batch_size=max(2, -(-cfg.batch_size // chunk)),
             n_epochs=cfg.n_epochs, learning_rate=cfg.lr, gamma=cfg.gamma ** chunk,
             gae_lambda=cfg.gae_lambda ** chunk, clip_range=cfg.clip_range,
