@@ -357,28 +357,21 @@ def test_direct_finetune_with_critic_fit_is_reproducible_and_warm_up_keeps_the_b
     assert store.resolve(warm, C.KIND_CHECKPOINT).manifest.config["critic_warmup"] == 2
 
 
-def test_direct_finetune_with_chunk_exploration_is_reproducible(bc_run, capsys):
+@pytest.mark.parametrize(("option", "key", "value"), [
+    ("bc_steps=3", "bc_steps", 3), ("exploration=chunk", "exploration", "chunk")])
+def test_direct_finetune_option_is_reproducible(bc_run, capsys, option, key, value):
+    """The demonstration regularizer, chunk-shared exploration: same options, same id; another
+    id than without the option; the option in the checkpoint's config, the BC parent its
+    lineage."""
     root, base_id = bc_run
-    opts = ("--rl-option", "mode=direct", "--rl-option", "exploration=chunk")
+    opts = ("--rl-option", "mode=direct", "--rl-option", option)
     code, out, err = _finetune(capsys, root, base_id, *opts)
     assert code == 0, err
     code2, again, _ = _finetune(capsys, root, base_id, *opts)
     code3, plain, _ = _finetune(capsys, root, base_id, "--rl-option", "mode=direct")
     assert code2 == code3 == 0 and again == out != plain
     art = ArtifactStore(root).resolve(out, C.KIND_CHECKPOINT)
-    assert art.manifest.config["exploration"] == "chunk" and art.manifest.parents == [base_id]
-
-
-def test_direct_finetune_with_the_demo_regularizer_is_reproducible(bc_run, capsys):
-    root, base_id = bc_run
-    opts = ("--rl-option", "mode=direct", "--rl-option", "bc_steps=3")
-    code, out, err = _finetune(capsys, root, base_id, *opts)
-    assert code == 0, err
-    code2, again, _ = _finetune(capsys, root, base_id, *opts)
-    code3, plain, _ = _finetune(capsys, root, base_id, "--rl-option", "mode=direct")
-    assert code2 == code3 == 0 and again == out != plain
-    art = ArtifactStore(root).resolve(out, C.KIND_CHECKPOINT)
-    assert art.manifest.config["bc_steps"] == 3 and art.manifest.parents == [base_id]
+    assert art.manifest.config[key] == value and art.manifest.parents == [base_id]
 
 
 @pytest.mark.parametrize("relative_base", ["observation", "command"])
