@@ -146,7 +146,7 @@ class FinetuneConfig:
     #: direct mode's exploration noise: ``step`` = an independent Gaussian per element of the
     #: action chunk (SB3's); ``chunk`` = one Gaussian offset per action element held over the
     #: chunk's steps (``act_dim`` noise dimensions instead of ``chunk x act_dim``), see
-    #: :class:`ChunkSharedGaussian`
+    #: :func:`chunk_shared_policy`
     exploration: str = EXPLORATION_STEP
 
     def __post_init__(self) -> None:
