@@ -670,11 +670,7 @@ def chunk_shared_policy(chunk: int) -> Any:
     class ChunkSharedGaussian(DiagGaussianDistribution):
         def __init__(self, action_dim: int) -> None:
             super().__init__(action_dim)
-            if action_dim % chunk:
-                raise ConfigError("exploration", EXPLORATION_CHUNK,
-                                  f"an action of chunk x act_dim elements (chunk {chunk}, "
-                                  f"{action_dim} elements)")
-            self.act_dim = action_dim // chunk
+            self.act_dim = action_dim // chunk   # DirectEnv's actions: chunk x act_dim
 
         def proba_distribution_net(self, latent_dim: int, log_std_init: float = 0.0
                                    ) -> tuple[nn.Module, nn.Parameter]:
