@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -69,6 +70,21 @@ def test_plan_interleaves_cells_in_proportion():
     assert families[:4].count("lighting") == 1  # a prefix keeps the proportions
     assert [s.index for s in plan] == list(range(8))
     assert all(s.options == {"images": True} for s in plan)
+
+
+def test_shipped_mixtures_load_and_the_lighting_mix_keeps_the_nominal_episodes():
+    files = sorted((Path(__file__).resolve().parents[1] / "config" / "mixtures").glob("*.yaml"))
+    assert files
+    mixes = {f.stem: load_mixture(f) for f in files}
+    # the lighting mixture plans the episodes `clawgym synth --task pick_place` plans (seeds,
+    # templates, options), so the two datasets differ only in the camera frames
+    lighting = plan_episodes(mixes["pick_place_lighting"], 30, 21, options={"images": True})
+    nominal = plan_episodes(MixtureSpec.single("pick_place"), 30, 21, options={"images": True})
+    assert [(s.seed, s.template, s.options) for s in lighting] == \
+        [(s.seed, s.template, s.options) for s in nominal]
+    assert sorted({(s.family, s.intensity) for s in lighting}) == \
+        [("lighting", 0.5), ("lighting", 1.0), ("none", 0.0)]
+    assert [s.family for s in lighting].count("none") == 10
 
 
 def test_mixture_yaml_and_message_fields_round_trip(tmp_path):
