@@ -45,10 +45,10 @@ class CNNOptions(MLPOptions):
         shift_pad: random shift of each training image by up to this many pixels in x and y
             (edge pixels repeated; DrQ's pad-and-crop), [0, 32]; 0 = off.
         brightness: each training image's pixel values scaled by a factor drawn from
-            [1 - brightness, 1 + brightness], [0, 1]; 0 = off. The default 1.0 (scale U(0, 2))
-            makes the policy hold up under the lighting perturbation (intensity 1.0: 0.47 ->
-            0.90 on pick_place, the 0.3 of earlier releases; nominal 0.78 -> 0.88;
-            docs/results/2026-12-06-vision-lighting-demos.md).
+            [1 - brightness, 1 + brightness], [0, 1]; 0 = off. The default 1.0 (scale U(0, 2);
+            0.3 before 2026-12-06) makes the policy hold up under the lighting perturbation:
+            on pick_place at lighting intensity 1.0 success went 0.47 -> 0.90, nominal 0.78 ->
+            0.88 (docs/results/2026-12-06-vision-lighting-demos.md).
         downsample: the policy keeps every this-many-th pixel row and column of the camera
             image (training and acting alike; like rendering it that much smaller), [1, 8];
             1 = off. 2 turns 84x84 into 42x42: the convolutions and the augmentation then
