@@ -86,6 +86,7 @@ SRV_RESET = "sim/reset"
 SRV_STEP = "sim/step"
 SRV_SET_LIGHTING = "sim/set_lighting"
 SRV_SET_DYNAMICS = "sim/set_dynamics"
+SRV_SET_CAMERA_POSE = "sim/set_camera_pose"
 #: sim_node: the disturbance of the next episodes (clawgym_interfaces/SetPerturbation).
 SRV_SET_DISTURBANCE = "sim/set_disturbance"
 SRV_SET_PERTURBATION = "set_perturbation"
@@ -120,6 +121,7 @@ FAMILY_SENSOR_NOISE = "sensor_noise"
 FAMILY_GPS_DROPOUT = "gps_dropout"
 FAMILY_DYNAMICS = "dynamics"
 FAMILY_DISTURBANCE = "disturbance"   # mid-episode events (perturbations/disturbance.py)
+FAMILY_CAMERA_POSE = "camera_pose"   # camera mount offsets (perturbations/camera.py)
 # PERTURBATION_FAMILIES ('none', then every registered family) and OBSERVATION_FAMILIES
 # (families that act on what the policy observes: interposed on sensor topics, samples may be
 # dropped, training-time hardening emulates them) are derived from the family registry

@@ -106,6 +106,8 @@ cells:
       intensities: [1.0]
     - family: lighting
       intensities: [1.0]
+    - family: camera_pose
+      intensities: [1.0]
 """
 
 
@@ -149,7 +151,7 @@ def test_trained_checkpoint_through_ros_matches_in_process_on_task_worlds(checkp
                                                                           tmp_path, capsys):
     """`clawgym eval --mode ros --checkpoint` in the pick_place task world (place_goal from
     sim_node's task_state; cube and the composed stack), nominal and perturbed cells (sensor
-    noise, dynamics, lighting): per-episode records identical to in-process."""
+    noise, dynamics, lighting, camera pose): per-episode records identical to in-process."""
     pytest.importorskip("rclpy")
     from clawgym_ros.cli import main
 
@@ -165,9 +167,12 @@ def test_trained_checkpoint_through_ros_matches_in_process_on_task_worlds(checkp
         json_line = next(line for line in lines if line.startswith("json: "))
         reports[mode] = json.loads(open(json_line[len("json: "):]).read())
     ros, local = reports["ros"]["per_episode"], reports["in_process"]["per_episode"]
-    assert len(ros) == len(local) == 8
+    assert len(ros) == len(local) == 10
     assert {e["template"] for e in ros} == {"cube", "stack"}
-    assert {e["family"] for e in ros} == {"none", "sensor_noise", "dynamics", "lighting"}
+    assert {e["family"] for e in ros} == {"none", "sensor_noise", "dynamics", "lighting",
+                                          "camera_pose"}
+    moved = [e for e in ros if e["family"] == "camera_pose"]
+    assert all(e["perturbation"]["camera_pose.rotation_rad"] > 0 for e in moved), moved
     for a, b in zip(ros, local, strict=True):
         assert a["stages"][:6] == ["reach", "grasp", "lift", "transport", "place", "release"]
         # In-process task worlds also keep failure-state snapshots (not part of a record's

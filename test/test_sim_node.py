@@ -33,7 +33,13 @@ class Client:
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import CameraInfo, Image, Imu, JointState, NavSatFix
 
-        from clawgym_interfaces.srv import ResetSim, SetDynamics, SetLighting, StepSim
+        from clawgym_interfaces.srv import (
+            ResetSim,
+            SetCameraPose,
+            SetDynamics,
+            SetLighting,
+            StepSim,
+        )
         from clawgym_ros import constants as C
         from clawgym_ros.ros_io.qos import CLOCK_QOS, SENSOR_QOS
 
@@ -58,6 +64,7 @@ class Client:
             "step": self.node.create_client(StepSim, C.SRV_STEP),
             "lighting": self.node.create_client(SetLighting, C.SRV_SET_LIGHTING),
             "dynamics": self.node.create_client(SetDynamics, C.SRV_SET_DYNAMICS),
+            "camera_pose": self.node.create_client(SetCameraPose, C.SRV_SET_CAMERA_POSE),
         }
 
     def wait(self, predicate, timeout: float = 10.0) -> bool:
@@ -111,7 +118,7 @@ def test_lockstep_sim_node_sensors_services_and_commands(procs, rclpy_context, t
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
     from clawgym_interfaces.msg import GripperCommand
-    from clawgym_interfaces.srv import ResetSim, SetDynamics, SetLighting, StepSim
+    from clawgym_interfaces.srv import ResetSim, SetCameraPose, SetDynamics, SetLighting, StepSim
     from clawgym_ros import constants as C
     from clawgym_ros.ros_io import sensors
     from clawgym_ros.ros_io.convert import time_msg, time_seconds
@@ -198,6 +205,21 @@ def test_lockstep_sim_node_sensors_services_and_commands(procs, rclpy_context, t
         joints = client.after("joints", 0.24 + 20 * 0.04)
         assert joints.position[0] == pytest.approx(0.5, abs=0.02)
         assert joints.position[7] + joints.position[8] < 0.01    # fingers closed
+
+        # Set-camera-pose turns the camera on its mount: the next image shows the scene
+        # shifted (the arm is at rest); restoring the defaults brings the view back.
+        t = 0.24 + 20 * 0.04
+        before = sensors.image_array(client.after("image", t)).astype(int)
+        turn = SetCameraPose.Request(rotation=Vector3(x=0.0, y=0.3, z=0.0))
+        assert client.call("camera_pose", turn).success
+        client.call("step", StepSim.Request(steps=1))
+        turned = sensors.image_array(client.after("image", t + 0.04)).astype(int)
+        bad = client.call("camera_pose", SetCameraPose.Request(camera_name="nope"))
+        assert not bad.success and "camera_name" in bad.message
+        assert client.call("camera_pose", SetCameraPose.Request(restore_defaults=True)).success
+        client.call("step", StepSim.Request(steps=1))
+        back = sensors.image_array(client.after("image", t + 0.08)).astype(int)
+        assert np.abs(turned - before).mean() > 5 * max(np.abs(back - before).mean(), 0.5)
 
         # Outdoor scenario: IMU, GPS, odometry, front camera; cmd_vel drives the base.
         client.clear()

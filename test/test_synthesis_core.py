@@ -72,19 +72,21 @@ def test_plan_interleaves_cells_in_proportion():
     assert all(s.options == {"images": True} for s in plan)
 
 
-def test_shipped_mixtures_load_and_the_lighting_mix_keeps_the_nominal_episodes():
+@pytest.mark.parametrize("name, family", [("pick_place_lighting", "lighting"),
+                                          ("pick_place_camera_pose", "camera_pose")])
+def test_shipped_mixtures_load_and_the_visual_mixes_keep_the_nominal_episodes(name, family):
     files = sorted((Path(__file__).resolve().parents[1] / "config" / "mixtures").glob("*.yaml"))
     assert files
     mixes = {f.stem: load_mixture(f) for f in files}
-    # the lighting mixture plans the episodes `clawgym synth --task pick_place` plans (seeds,
+    # a visual mixture plans the episodes `clawgym synth --task pick_place` plans (seeds,
     # templates, options), so the two datasets differ only in the camera frames
-    lighting = plan_episodes(mixes["pick_place_lighting"], 30, 21, options={"images": True})
+    visual = plan_episodes(mixes[name], 30, 21, options={"images": True})
     nominal = plan_episodes(MixtureSpec.single("pick_place"), 30, 21, options={"images": True})
-    assert [(s.seed, s.template, s.options) for s in lighting] == \
+    assert [(s.seed, s.template, s.options) for s in visual] == \
         [(s.seed, s.template, s.options) for s in nominal]
-    assert sorted({(s.family, s.intensity) for s in lighting}) == \
-        [("lighting", 0.5), ("lighting", 1.0), ("none", 0.0)]
-    assert [s.family for s in lighting].count("none") == 10
+    assert sorted({(s.family, s.intensity) for s in visual}) == \
+        [(family, 0.5), (family, 1.0), ("none", 0.0)]
+    assert [s.family for s in visual].count("none") == 10
 
 
 def test_mixture_yaml_and_message_fields_round_trip(tmp_path):

@@ -145,14 +145,15 @@ class _Looker:
                 C.ACT_GRIPPER: np.array([0.04])}
 
 
-def test_in_process_episodes_render_the_wrist_camera_under_lighting():
+@pytest.mark.parametrize("family", [C.FAMILY_LIGHTING, C.FAMILY_CAMERA_POSE])
+def test_in_process_episodes_render_the_wrist_camera_under_visual_perturbations(family):
     from clawgym_ros.evaluation.rollout import RolloutOptions, Runner
     from clawgym_ros.evaluation.suites import expand, parse_suite
 
     suite = parse_suite({"name": "look", "seed": 0, "episodes_per_cell": 1,
                          "tasks": [{"task": "pick_place", "templates": ["cube"]}],
                          "cells": {"nominal": True, "sweeps": [
-                             {"family": "lighting", "intensities": [1.0]}]}}, "look")
+                             {"family": family, "intensities": [1.0]}]}}, "look")
     nominal, lit = expand(suite, 0)
     lit = dataclasses.replace(lit, seed=nominal.seed)
     policy = _Looker(SIZE)
@@ -165,7 +166,7 @@ def test_in_process_episodes_render_the_wrist_camera_under_lighting():
     finally:
         runner.close()
     assert plain.shape == (SIZE, SIZE, 3) and plain.dtype == np.uint8 and plain.std() > 1
-    # Same scene and seed, lighting at intensity 1: the policy sees another image.
+    # Same scene and seed, lighting or a moved camera at intensity 1: another image.
     assert np.abs(policy.images[0].astype(int) - plain.astype(int)).mean() > 2
 
 

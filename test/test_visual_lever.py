@@ -1,5 +1,6 @@
-"""The lighting lever: lighting gaps steer synthesis toward lighting-perturbed (image-recorded)
-demonstrations for a policy that sees; the rule of which gaps may steer which policy."""
+"""The visual lever: lighting and camera pose gaps steer synthesis toward visually perturbed
+(image-recorded) demonstrations for a policy that sees; the rule of which gaps may steer which
+policy."""
 
 from __future__ import annotations
 
@@ -49,34 +50,37 @@ def test_which_gaps_steer_which_policy():
         check_record_images(C.POLICY_CNN, False)
 
 
-def test_a_lighting_gap_of_a_seeing_policy_raises_the_lighting_demonstrations():
-    """A cnn loop recording images: lighting collapses the policy, so the next plan gives the
-    lighting cell a larger share than nominal and more lighting-perturbed episodes, recorded
-    with the camera frames the policy trains on; a family it copes with stays level."""
+@pytest.mark.parametrize("visual", [C.FAMILY_LIGHTING, C.FAMILY_CAMERA_POSE])
+def test_a_visual_gap_of_a_seeing_policy_raises_that_familys_demonstrations(visual):
+    """A cnn loop recording images: lighting (or a moved camera) collapses the policy, so the
+    next plan gives that cell a larger share than nominal and more perturbed episodes,
+    recorded with the camera frames the policy trains on; a family it copes with stays level."""
     cfg = make_cfg(policy=C.POLICY_CNN, record_images=True,
                    mixture=[{"task": "pick_place", "family": f, "weight": 1}
-                            for f in ("none", "lighting", "dynamics")])
+                            for f in ("none", visual, "dynamics")],
+                   ranges={visual: [0.0, 0.8], "dynamics": [0.0, 0.4]})
     state = after_first(cfg)
-    report = cube_report(SyntheticModel(nominal=0.9, drop={"lighting": 0.9, "dynamics": 0.0},
-                                        held_out_factor=1.0), ("lighting", "dynamics"))
-    gap = next(g for g in report["gaps"] if g["family"] == "lighting")
+    report = cube_report(SyntheticModel(nominal=0.9, drop={visual: 0.9, "dynamics": 0.0},
+                                        held_out_factor=1.0), (visual, "dynamics"))
+    gap = next(g for g in report["gaps"] if g["family"] == visual)
     assert gap_steers(gap, policy_sees(cfg.policy))
+    assert not gap_steers(gap, policy_sees(C.POLICY_MLP))
     plan = next_plan(state, report, cfg)
-    k = {f: cell_key({"task": "pick_place", "family": f}) for f in ("none", "lighting",
+    k = {f: cell_key({"task": "pick_place", "family": f}) for f in ("none", visual,
                                                                      "dynamics")}
-    assert plan.weights[k["lighting"]] > state.weights[k["lighting"]]
-    assert plan.weights[k["lighting"]] > plan.weights[k["none"]]
+    assert plan.weights[k[visual]] > state.weights[k[visual]]
+    assert plan.weights[k[visual]] > plan.weights[k["none"]]
     assert plan.weights[k["dynamics"]] == pytest.approx(plan.weights[k["none"]])
-    assert gap["condition"] in [d["condition"] for d in plan.decision["drivers"][k["lighting"]]]
-    # The synthesized episodes: a larger share lighting-perturbed than the iteration before.
+    assert gap["condition"] in [d["condition"] for d in plan.decision["drivers"][k[visual]]]
+    # The synthesized episodes: a larger share perturbed than the iteration before.
     before = MixtureSpec.from_entries(next_plan(state, None, cfg).mixture)
     after = MixtureSpec.from_entries(plan.mixture)
 
-    def lit_share(spec):
+    def visual_share(spec):
         total = sum(c.weight for c in spec.cells)
-        return sum(c.weight for c in spec.cells if c.family == "lighting") / total
+        return sum(c.weight for c in spec.cells if c.family == visual) / total
 
-    assert lit_share(after) > lit_share(before)
+    assert visual_share(after) > visual_share(before)
 
 
 def test_a_cnn_loop_config_without_images_is_refused_when_loaded(tmp_path):

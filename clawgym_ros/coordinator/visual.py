@@ -1,14 +1,15 @@
-"""The lighting lever: which perturbation gaps may steer synthesis, given what the policy sees.
+"""The visual lever: which perturbation gaps may steer synthesis, given what the policy sees.
 
-A visual perturbation (lighting: level, direction, sudden changes) alters only the camera
-images. A policy that reads images (``uses_image``: ``cnn``, or a registered type that declares
-it) feels it, so a lighting gap in its report steers synthesis exactly like a sensor-noise gap
-does: :func:`~clawgym_ros.coordinator.plan.cell_deviation` counts the gap for the cells of its
-family, and the plan raises their share by ``1 + mixture_gain * deviation`` (more lighting-
+A visual perturbation (lighting: level, direction, sudden changes; camera pose: the camera's
+mount offset) alters only the camera images. A policy that reads images (``uses_image``:
+``cnn``, or a registered type that declares it) feels it, so a lighting (or camera pose) gap
+in its report steers synthesis exactly like a sensor-noise gap does:
+:func:`~clawgym_ros.coordinator.plan.cell_deviation` counts the gap for the cells of its
+family, and the plan raises their share by ``1 + mixture_gain * deviation`` (more visually
 perturbed demonstrations, recorded with the images the policy trains on). A state policy
-cannot feel lighting: a lighting gap in its report is sampling noise (two success rates of a
-few dozen episodes each), and steering by it would spend synthesis on demonstrations whose
-only difference is something the policy never reads. Such gaps are left out of its steering.
+cannot feel them: such a gap in its report is sampling noise (two success rates of a few
+dozen episodes each), and steering by it would spend synthesis on demonstrations whose only
+difference is something the policy never reads. Such gaps are left out of its steering.
 A combined gap (lighting + sensor noise) steers every policy: one of its families acts on
 what a state policy observes.
 
@@ -23,8 +24,8 @@ from typing import Any
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ConfigError
 
-#: Families that change only what a camera sees (camera pose jitter and textures would join).
-VISUAL_FAMILIES: tuple[str, ...] = (C.FAMILY_LIGHTING,)
+#: Families that change only what a camera sees (textures would join).
+VISUAL_FAMILIES: tuple[str, ...] = (C.FAMILY_LIGHTING, C.FAMILY_CAMERA_POSE)
 
 
 def policy_sees(policy: str) -> bool:

@@ -75,8 +75,9 @@ HOLD_FAMILIES: tuple[str, ...] = C.OBSERVATION_FAMILIES
 #: (a wall-clock hold could act before a late sample arrived).
 CLOCK_HOLD_FAMILIES: tuple[str, ...] = ()
 #: Families sim_node applies itself in lockstep, without an interposer node: ``disturbance``
-#: (``sim/set_disturbance``: the in-process wrapper around sim_node's task env; task worlds).
-SIM_NODE_FAMILIES: tuple[str, ...] = (C.FAMILY_DISTURBANCE,)
+#: (``sim/set_disturbance``: the in-process wrapper around sim_node's task env; task worlds)
+#: and ``camera_pose`` (``sim/set_camera_pose``, sent by the lockstep driver after each reset).
+SIM_NODE_FAMILIES: tuple[str, ...] = (C.FAMILY_DISTURBANCE, C.FAMILY_CAMERA_POSE)
 #: Observation keys the sensor topics give per scene (tool_pose by forward kinematics).
 SENSOR_OBSERVATION_KEYS: dict[str, tuple[str, ...]] = {
     C.SCENE_TABLETOP: (C.OBS_JOINT_POS, C.OBS_JOINT_VEL, C.OBS_GRIPPER, C.OBS_TOOL_POSE,

@@ -11,7 +11,8 @@ clawgym_interfaces/PerturbationState: the event and its recovery,
 :mod:`clawgym_ros.ros_io.disturbance`) and ``/clock``
 (clock QoS). Subscribes (reliable): ``joint_trajectory``, ``gripper_command``, ``cmd_vel``,
 ``cmd_vel_stamped`` (TwistStamped: the lockstep base command, stamped like a trajectory).
-Serves ``sim/reset``, ``sim/step``, ``sim/set_lighting``, ``sim/set_dynamics`` and
+Serves ``sim/reset``, ``sim/step``, ``sim/set_lighting``, ``sim/set_dynamics``,
+``sim/set_camera_pose`` (the cameras' mount offsets, until the next reset) and
 ``sim/set_disturbance`` (SetPerturbation: the disturbance of the episodes from the next reset
 on, applied by the in-process wrapper around the task env, so an event fires at the same
 control step as in-process).
@@ -74,7 +75,14 @@ from sensor_msgs.msg import CameraInfo, Image, Imu, JointState, NavSatFix
 from trajectory_msgs.msg import JointTrajectory
 
 from clawgym_interfaces.msg import GripperCommand, PerturbationState, TaskState
-from clawgym_interfaces.srv import ResetSim, SetDynamics, SetLighting, SetPerturbation, StepSim
+from clawgym_interfaces.srv import (
+    ResetSim,
+    SetCameraPose,
+    SetDynamics,
+    SetLighting,
+    SetPerturbation,
+    StepSim,
+)
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError
 from clawgym_ros.ros_io import sensors
@@ -89,7 +97,11 @@ from clawgym_ros.ros_io.qos import (
     SENSOR_QOS,
     TASK_STATE_QOS,
 )
-from clawgym_ros.ros_io.sim_services import dynamics_settings, lighting_settings
+from clawgym_ros.ros_io.sim_services import (
+    camera_pose_settings,
+    dynamics_settings,
+    lighting_settings,
+)
 from clawgym_ros.ros_io.spin import StartError, autostart, declared, init_rclpy
 from clawgym_ros.sim.pacing import CLOCK_LOCKSTEP, RealTimePacer
 from clawgym_ros.sim.session import (
@@ -191,6 +203,8 @@ class SimNode(Node):
             self.create_service(StepSim, C.SRV_STEP, self._on_step),
             self.create_service(SetLighting, C.SRV_SET_LIGHTING, self._on_set_lighting),
             self.create_service(SetDynamics, C.SRV_SET_DYNAMICS, self._on_set_dynamics),
+            self.create_service(SetCameraPose, C.SRV_SET_CAMERA_POSE,
+                                self._on_set_camera_pose),
             self.create_service(SetPerturbation, C.SRV_SET_DISTURBANCE,
                                 self._on_set_disturbance),
         ]
@@ -485,6 +499,12 @@ class SimNode(Node):
     def _on_set_dynamics(self, request: SetDynamics.Request, response: SetDynamics.Response):
         return self._serve(response, "set_dynamics",
                            lambda session: session.set_dynamics(dynamics_settings(request)))
+
+    def _on_set_camera_pose(self, request: SetCameraPose.Request,
+                            response: SetCameraPose.Response):
+        return self._serve(response, "set_camera_pose",
+                           lambda session: session.set_camera_pose(
+                               camera_pose_settings(request)))
 
     def _on_set_disturbance(self, request: SetPerturbation.Request,
                             response: SetPerturbation.Response):

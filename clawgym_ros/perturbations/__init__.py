@@ -1,5 +1,5 @@
-"""Perturbations: lighting, sensor noise, GPS dropout, dynamics and mid-episode disturbances,
-and the family registry.
+"""Perturbations: lighting, sensor noise, GPS dropout, dynamics, camera pose and mid-episode
+disturbances, and the family registry.
 
 Pure cores (no rclpy) shared by the Gymnasium wrappers (:mod:`.wrappers`) and the ROS nodes
 (``clawgym_ros.nodes.*_node``). :func:`make` builds one from a family name and parameters.
@@ -94,6 +94,10 @@ BUILTIN_FAMILIES: tuple[FamilyEntry, ...] = (
                 node=C.NODE_GPS_DROPOUT),
     FamilyEntry(C.FAMILY_DYNAMICS, "clawgym_ros.perturbations.dynamics:Dynamics",
                 f"{_W}:DynamicsWrapper", wrap_order=0, node=C.NODE_DYNAMICS),
+    # camera mount offsets on the simulator (no interposer: in ROS lockstep the evaluator
+    # sends them to sim_node, sim/set_camera_pose)
+    FamilyEntry(C.FAMILY_CAMERA_POSE, "clawgym_ros.perturbations.camera:CameraPose",
+                f"{_W}:CameraPoseWrapper", wrap_order=15),
     # mid-episode events on the simulator (task worlds, in-process; no ROS interposer yet)
     FamilyEntry(C.FAMILY_DISTURBANCE, "clawgym_ros.perturbations.disturbance:Disturbance",
                 "clawgym_ros.perturbations.disturbance:DisturbanceWrapper", wrap_order=20),
@@ -239,6 +243,8 @@ def make(family: str, params: Mapping[str, Any] | None = None) -> Perturbation:
 
 #: Names re-exported from the family modules, imported on first access.
 _LAZY = {
+    "CameraPose": "clawgym_ros.perturbations.camera",
+    "CameraPoseConfig": "clawgym_ros.perturbations.camera",
     "Perturbation": "clawgym_ros.perturbations.base",
     "PerturbationConfig": "clawgym_ros.perturbations.base",
     "Disturbance": "clawgym_ros.perturbations.disturbance",
@@ -261,7 +267,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "FAMILIES", "Disturbance", "DisturbanceConfig", "Dynamics", "DynamicsConfig", "FamilyEntry",
+    "FAMILIES", "CameraPose", "CameraPoseConfig", "Disturbance", "DisturbanceConfig",
+    "Dynamics", "DynamicsConfig", "FamilyEntry",
     "GpsDropout", "GpsDropoutConfig", "Lighting", "LightingConfig", "Perturbation",
     "PerturbationConfig", "SensorNoise", "SensorNoiseConfig", "add_family", "config_for",
     "family_entry", "family_names",

@@ -7,10 +7,11 @@ changes, so a sample the core drops (or a GPS fix lost in an outage) is replaced
 delivered values (the first sample of an episode passes unperturbed if it is dropped); the GPS
 status (0 = fix, -1 = no fix) is reported in ``info["gps_status"]``.
 
-Backend side (:class:`LightingWrapper`, :class:`DynamicsWrapper`): settings go to the env's
-backend (``env.unwrapped.backend``) after every reset (the backend's reset has restored its
-defaults) and, for lighting, before every step at the time of the coming observation; images
-of the reset observation are re-rendered under the new lighting.
+Backend side (:class:`LightingWrapper`, :class:`CameraPoseWrapper`, :class:`DynamicsWrapper`):
+settings go to the env's backend (``env.unwrapped.backend``) after every reset (the backend's
+reset has restored its defaults) and, for lighting, before every step at the time of the
+coming observation; images of the reset observation are re-rendered under the new lighting or
+camera pose.
 
 Every wrapper resets its perturbation with the env (``reset(seed=s)`` keys the episode by
 ``s``), records it in ``info["perturbations"][family]`` on reset and reports whether it is
@@ -30,6 +31,7 @@ from clawgym_ros import constants as C
 from clawgym_ros.errors import ConfigError
 from clawgym_ros.perturbations import FamilyTable
 from clawgym_ros.perturbations.base import Perturbation
+from clawgym_ros.perturbations.camera import CameraPose
 from clawgym_ros.perturbations.dynamics import Dynamics
 from clawgym_ros.perturbations.gps import STATUS_FIX, STATUS_NO_FIX, GpsDropout, GpsFix
 from clawgym_ros.perturbations.lighting import Lighting
@@ -192,6 +194,23 @@ class LightingWrapper(PerturbationWrapper):
         settings = self.perturbation.update(self.backend.time + self.backend.control_dt)
         if settings is not None:
             self.backend.set_lighting(settings)
+
+
+class CameraPoseWrapper(PerturbationWrapper):
+    """Camera mount offsets on the backend, set on every reset (images re-rendered)."""
+
+    core_cls = CameraPose
+    family = C.FAMILY_CAMERA_POSE
+
+    def _after_reset(self, obs: Obs, info: dict[str, Any]) -> tuple[Obs, dict[str, Any]]:
+        if not self.perturbation.enabled:
+            return obs, info
+        self.backend.set_camera_pose(self.perturbation.settings())
+        keys = [k for k in self.env.unwrapped.image_keys if k in obs]
+        if keys:
+            fresh = self.backend.observation()
+            obs = {**obs, **{k: fresh[k] for k in keys}}
+        return obs, info
 
 
 class DynamicsWrapper(PerturbationWrapper):

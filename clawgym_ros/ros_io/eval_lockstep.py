@@ -25,6 +25,9 @@ cannot hit a lockstep step exactly); the lighting perturbation is advanced every
 wrapper advances it (its recorded parameters), but only the reset's lighting is sent, so
 images of a time-varying lighting schedule are not reproduced step by step.
 
+The camera pose (``camera_pose``) is drawn per episode by the driver's copy of the core, as
+in-process, and sent once through ``sim/set_camera_pose`` after the reset.
+
 Disturbances (task worlds): before each reset of a disturbance cell the driver sends the
 cell's :class:`~clawgym_ros.perturbations.disturbance.DisturbanceConfig` to
 ``sim/set_disturbance`` (a fresh core per episode, as in-process; ``none`` once after the last
@@ -57,7 +60,14 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from clawgym_interfaces.msg import PerturbationState, TaskState
-from clawgym_interfaces.srv import ResetSim, SetDynamics, SetLighting, SetPerturbation, StepSim
+from clawgym_interfaces.srv import (
+    ResetSim,
+    SetCameraPose,
+    SetDynamics,
+    SetLighting,
+    SetPerturbation,
+    StepSim,
+)
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ClawgymError, ConfigError
 from clawgym_ros.evaluation.observation import ObservationAssembler, odom_vector
@@ -83,7 +93,11 @@ from clawgym_ros.evaluation.suites import EpisodeSpec
 from clawgym_ros.ros_io import sensors
 from clawgym_ros.ros_io.convert import nanos, stamp_nanos, time_seconds
 from clawgym_ros.ros_io.disturbance import disturbance_request, disturbance_state_values
-from clawgym_ros.ros_io.sim_services import dynamics_request, lighting_request
+from clawgym_ros.ros_io.sim_services import (
+    camera_pose_request,
+    dynamics_request,
+    lighting_request,
+)
 
 CONTROL_DT = 0.02
 #: Control steps per ``sim/step`` request: the evaluator's round trip is paid once per run;
@@ -175,6 +189,7 @@ class LockstepEvaluator:
             for f in families}
         self.lighting_client = node.create_client(SetLighting, C.SRV_SET_LIGHTING)
         self.dynamics_client = node.create_client(SetDynamics, C.SRV_SET_DYNAMICS)
+        self.camera_pose_client = node.create_client(SetCameraPose, C.SRV_SET_CAMERA_POSE)
         self.disturbance_client = node.create_client(SetPerturbation, C.SRV_SET_DISTURBANCE)
         # Whether sim_node was last told to disturb (it is told 'none' once afterwards).
         self._disturbing = False
@@ -212,8 +227,8 @@ class LockstepEvaluator:
     def close(self) -> None:
         """Destroy the clients."""
         for client in (self.reset_client, self.step_client, self.policy_client,
-                       self.lighting_client, self.dynamics_client, self.disturbance_client,
-                       *self.perturbation_clients.values()):
+                       self.lighting_client, self.dynamics_client, self.camera_pose_client,
+                       self.disturbance_client, *self.perturbation_clients.values()):
             self.node.destroy_client(client)
         self.perturbation_clients = {}
         for sub in self._subs:
@@ -448,14 +463,18 @@ class LockstepEvaluator:
         return cores
 
     def _apply_backend_perturbations(self, cores: Sequence[Any], t: float) -> None:
-        """After a reset at time ``t``: dynamics and lighting as the wrappers set them after
-        ``env.reset`` (:class:`~clawgym_ros.perturbations.wrappers.DynamicsWrapper`,
+        """After a reset at time ``t``: dynamics, camera pose and lighting as the wrappers set
+        them after ``env.reset`` (:class:`~clawgym_ros.perturbations.wrappers.DynamicsWrapper`,
+        :class:`~clawgym_ros.perturbations.wrappers.CameraPoseWrapper`,
         :class:`~clawgym_ros.perturbations.wrappers.LightingWrapper`)."""
         for core in cores:
             family = core.config.family
             if family == C.FAMILY_DYNAMICS and core.enabled:
                 self._call(self.dynamics_client, dynamics_request(core.settings()),
                            "sim/set_dynamics")
+            elif family == C.FAMILY_CAMERA_POSE and core.enabled:
+                self._call(self.camera_pose_client, camera_pose_request(core.settings()),
+                           "sim/set_camera_pose")
             elif family == C.FAMILY_LIGHTING:
                 settings = core.update(t)
                 if settings is not None and core.enabled:
@@ -636,7 +655,7 @@ def wait_ready(evaluator: LockstepEvaluator, timeout: float = 30.0,
     deadline = time.monotonic() + timeout
     clients = [evaluator.reset_client, evaluator.step_client, evaluator.policy_client,
                evaluator.lighting_client, evaluator.dynamics_client,
-               evaluator.disturbance_client,
+               evaluator.camera_pose_client, evaluator.disturbance_client,
                *evaluator.perturbation_clients.values()]
     for client in clients:
         while not client.wait_for_service(timeout_sec=0.25):

@@ -1,14 +1,15 @@
 """Conversions between the simulator services' requests and the core's settings dataclasses.
 
-Used by sim_node (server side) and by the lighting/dynamics perturbation nodes (client side).
+Used by sim_node (server side), the lighting/dynamics perturbation nodes and the lockstep
+evaluator (client side).
 """
 
 from __future__ import annotations
 
 from geometry_msgs.msg import Point, Vector3
 
-from clawgym_interfaces.srv import SetDynamics, SetLighting
-from clawgym_ros.sim.backend import DynamicsSettings, LightingSettings
+from clawgym_interfaces.srv import SetCameraPose, SetDynamics, SetLighting
+from clawgym_ros.sim.backend import CameraPoseSettings, DynamicsSettings, LightingSettings
 
 
 def lighting_settings(request: SetLighting.Request) -> LightingSettings | None:
@@ -74,3 +75,27 @@ def dynamics_request(settings: DynamicsSettings | None) -> SetDynamics.Request:
         friction_scale=settings.friction_scale, damping_scale=settings.damping_scale,
         actuator_gain_scale=settings.actuator_gain_scale,
         command_latency=settings.command_latency)
+
+
+def camera_pose_settings(request: SetCameraPose.Request) -> CameraPoseSettings | None:
+    """CameraPoseSettings of a SetCameraPose request; None when it asks to restore defaults.
+
+    Raises:
+        ConfigError: a value outside the allowed range (named in the message).
+    """
+    if request.restore_defaults:
+        return None
+    o, r = request.offset, request.rotation
+    return CameraPoseSettings(camera_name=request.camera_name, offset=(o.x, o.y, o.z),
+                              rotation=(r.x, r.y, r.z))
+
+
+def camera_pose_request(settings: CameraPoseSettings | None) -> SetCameraPose.Request:
+    """A SetCameraPose request for ``settings`` (None: restore the defaults)."""
+    if settings is None:
+        return SetCameraPose.Request(restore_defaults=True)
+    o, r = settings.offset, settings.rotation
+    return SetCameraPose.Request(
+        camera_name=settings.camera_name,
+        offset=Vector3(x=float(o[0]), y=float(o[1]), z=float(o[2])),
+        rotation=Vector3(x=float(r[0]), y=float(r[1]), z=float(r[2])))

@@ -81,6 +81,29 @@ class DynamicsSettings:
         check_range("dynamics.command_latency", self.command_latency, 0.0, 1.0)
 
 
+@dataclasses.dataclass(frozen=True)
+class CameraPoseSettings:
+    """A camera's mount moved from its default pose, in the camera's own frame (a bumped or
+    miscalibrated mount: what the camera sees changes, nothing physical does)."""
+
+    camera_name: str = dataclasses.field(
+        default="", metadata={"help": "camera to move; empty = every camera"})
+    offset: Vec3 = dataclasses.field(
+        default=(0.0, 0.0, 0.0), metadata={"help": "translation in the camera frame, m"})
+    rotation: Vec3 = dataclasses.field(
+        default=(0.0, 0.0, 0.0),
+        metadata={"help": "rotation vector (axis x angle) in the camera frame, rad"})
+
+    def __post_init__(self) -> None:
+        for name, limit in (("offset", 1.0), ("rotation", 3.141592653589793)):
+            value = tuple(float(v) for v in getattr(self, name))
+            if len(value) != 3:
+                raise ConfigError(f"camera_pose.{name}", value, "three numbers (x, y, z)")
+            for i, v in enumerate(value):
+                check_range(f"camera_pose.{name}[{i}]", v, -limit, limit)
+            object.__setattr__(self, name, value)
+
+
 class SimBackend(abc.ABC):
     """What every simulator backend offers. Implementations: ``mujoco`` and ``gazebo``."""
 
@@ -98,9 +121,19 @@ class SimBackend(abc.ABC):
     def set_dynamics(self, settings: DynamicsSettings) -> None:
         """Apply dynamics relative to defaults (takes effect on the next step)."""
 
+    def set_camera_pose(self, settings: CameraPoseSettings) -> None:
+        """Move a camera's mount relative to its default pose (takes effect on the next
+        image; undone by :meth:`restore_defaults`).
+
+        Raises:
+            ConfigError: this backend cannot move its cameras at run time.
+        """
+        raise ConfigError("camera_pose", self.name, "a backend that moves cameras at run "
+                          "time (mujoco)")
+
     @abc.abstractmethod
     def restore_defaults(self) -> None:
-        """Undo every lighting and dynamics change."""
+        """Undo every lighting, dynamics and camera pose change."""
 
     @property
     @abc.abstractmethod

@@ -46,7 +46,12 @@ from clawgym_ros.config import check_choice, check_int  # noqa: E402
 from clawgym_ros.errors import ConfigError  # noqa: E402
 from clawgym_ros.sim import scene_mjcf as MJ  # noqa: E402
 from clawgym_ros.sim import scene_spec as S  # noqa: E402
-from clawgym_ros.sim.backend import DynamicsSettings, LightingSettings, SimBackend  # noqa: E402
+from clawgym_ros.sim.backend import (  # noqa: E402
+    CameraPoseSettings,
+    DynamicsSettings,
+    LightingSettings,
+    SimBackend,
+)
 from clawgym_ros.sim.geo import enu_to_geodetic  # noqa: E402
 
 IMAGE_KINDS = ("rgb", "depth")
@@ -219,11 +224,13 @@ class MujocoBackend(SimBackend):
             "light_diffuse": m.light_diffuse.copy(), "light_ambient": m.light_ambient.copy(),
             "light_specular": m.light_specular.copy(), "light_pos": m.light_pos.copy(),
             "light_dir": m.light_dir.copy(),
+            "cam_pos": m.cam_pos.copy(), "cam_quat": m.cam_quat.copy(),
             "headlight": (m.vis.headlight.ambient.copy(), m.vis.headlight.diffuse.copy(),
                           m.vis.headlight.specular.copy()),
         }
         self._lighting: dict[str, LightingSettings] = {}
         self._dynamics: dict[str, DynamicsSettings] = {}
+        self._camera_pose: dict[str, CameraPoseSettings] = {}
         self._latency_steps = 0                 # control steps (dynamics perturbation)
         self._cmd = np.zeros(m.nu)
         self._pending: collections.deque[np.ndarray] = collections.deque()
@@ -363,6 +370,41 @@ class MujocoBackend(SimBackend):
         mujoco.mj_camlight(m, self.data)
         self._lighting[settings.light_name] = settings
 
+    def set_camera_pose(self, settings: CameraPoseSettings) -> None:
+        """Move cameras from their default mount pose by ``settings`` (offset and rotation in
+        the camera's own frame; the next image). Physics is untouched.
+
+        Raises:
+            ConfigError: unknown camera name.
+        """
+        m, dft = self.model, self._defaults
+        if settings.camera_name:
+            cid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA, settings.camera_name)
+            if cid < 0:
+                raise ConfigError("camera_pose.camera_name", settings.camera_name,
+                                  "one of " + ", ".join(self.index.cameras))
+            ids = [cid]
+        else:
+            ids = list(range(m.ncam))
+        rotvec = np.asarray(settings.rotation, dtype=float)
+        angle = float(np.linalg.norm(rotvec))
+        delta = np.array([1.0, 0.0, 0.0, 0.0])
+        if angle > 0.0:
+            mujoco.mju_axisAngle2Quat(delta, rotvec / angle, angle)
+        offset = np.asarray(settings.offset, dtype=float)
+        for i in ids:
+            quat0 = dft["cam_quat"][i]
+            moved = np.empty(3)
+            mujoco.mju_rotVecQuat(moved, offset, quat0)
+            m.cam_pos[i] = dft["cam_pos"][i] + moved
+            quat = np.empty(4)
+            mujoco.mju_mulQuat(quat, quat0, delta)
+            m.cam_quat[i] = quat
+        # cam_xpos / cam_xmat are derived in kinematics: refresh them for the next image
+        mujoco.mj_kinematics(m, self.data)
+        mujoco.mj_camlight(m, self.data)
+        self._camera_pose[settings.camera_name] = settings
+
     def set_dynamics(self, settings: DynamicsSettings) -> None:
         """Set mass/friction/damping/gains of a target to default x scale; set latency.
 
@@ -410,23 +452,24 @@ class MujocoBackend(SimBackend):
                           "empty, 'arm', 'gripper', or a body, joint or actuator name")
 
     def restore_defaults(self) -> None:
-        """Undo every lighting and dynamics change (reset calls this)."""
+        """Undo every lighting, dynamics and camera pose change (reset calls this)."""
         m, dft = self.model, self._defaults
         for key in ("body_mass", "body_inertia", "geom_friction", "dof_damping",
                     "actuator_gainprm", "actuator_biasprm", "light_diffuse", "light_ambient",
-                    "light_specular", "light_pos", "light_dir"):
+                    "light_specular", "light_pos", "light_dir", "cam_pos", "cam_quat"):
             getattr(m, key)[:] = dft[key]
         amb, dif, spec = dft["headlight"]
         m.vis.headlight.ambient[:] = amb
         m.vis.headlight.diffuse[:] = dif
         m.vis.headlight.specular[:] = spec
-        if self._lighting:
-            mujoco.mj_kinematics(m, self.data)   # refresh light_xpos / light_xdir
+        if self._lighting or self._camera_pose:
+            mujoco.mj_kinematics(m, self.data)   # refresh light_xpos / light_xdir, cam_x*
             mujoco.mj_camlight(m, self.data)
         self._latency_steps = 0
         self._pending.clear()
         self._lighting.clear()
         self._dynamics.clear()
+        self._camera_pose.clear()
 
     @property
     def time(self) -> float:
@@ -438,6 +481,8 @@ class MujocoBackend(SimBackend):
         out = {"backend": self.name, "scene": self.scene.name, "seed": self._seed,
                "lighting": [dataclasses.asdict(s) for s in self._lighting.values()],
                "dynamics": [dataclasses.asdict(s) for s in self._dynamics.values()]}
+        if self._camera_pose:       # only when set: records of other episodes as before
+            out["camera_pose"] = [dataclasses.asdict(s) for s in self._camera_pose.values()]
         if self._calibration is not None:
             out["calibration"] = self._calibration.id
         return out

@@ -37,7 +37,12 @@ import numpy as np
 from clawgym_ros import constants as C
 from clawgym_ros.config import check_choice, check_int, check_range
 from clawgym_ros.errors import ConfigError
-from clawgym_ros.sim.backend import BACKENDS, DynamicsSettings, LightingSettings
+from clawgym_ros.sim.backend import (
+    BACKENDS,
+    CameraPoseSettings,
+    DynamicsSettings,
+    LightingSettings,
+)
 from clawgym_ros.sim.pacing import CLOCK_MODES, EveryN
 from clawgym_ros.sim.readings import (
     GpsFix,
@@ -444,6 +449,14 @@ class SimSession:
             self.backend.restore_defaults()
         else:
             self.backend.set_dynamics(settings)
+
+    def set_camera_pose(self, settings: CameraPoseSettings | None) -> None:
+        """Move the cameras' mounts relative to their defaults (the next image); None
+        restores every default."""
+        if settings is None:
+            self.backend.restore_defaults()
+        else:
+            self.backend.set_camera_pose(settings)
 
     # ------------------------------------------------------------------ commands
     @property
