@@ -122,6 +122,7 @@ FAMILY_GPS_DROPOUT = "gps_dropout"
 FAMILY_DYNAMICS = "dynamics"
 FAMILY_DISTURBANCE = "disturbance"   # mid-episode events (perturbations/disturbance.py)
 FAMILY_CAMERA_POSE = "camera_pose"   # camera mount offsets (perturbations/camera.py)
+FAMILY_COLOUR = "colour"             # object and scene colours (perturbations/colour.py)
 # PERTURBATION_FAMILIES ('none', then every registered family) and OBSERVATION_FAMILIES
 # (families that act on what the policy observes: interposed on sensor topics, samples may be
 # dropped, training-time hardening emulates them) are derived from the family registry

@@ -28,9 +28,9 @@ OLD_OBSERVATION = (C.FAMILY_SENSOR_NOISE, C.FAMILY_GPS_DROPOUT)
 OLD_WRAP_ORDER = (C.FAMILY_DYNAMICS, C.FAMILY_LIGHTING, C.FAMILY_SENSOR_NOISE,
                   C.FAMILY_GPS_DROPOUT)
 #: Built-in families added since (backend side, no ROS interposer).
-ADDED = (C.FAMILY_CAMERA_POSE, C.FAMILY_DISTURBANCE)
+ADDED = (C.FAMILY_CAMERA_POSE, C.FAMILY_COLOUR, C.FAMILY_DISTURBANCE)
 FAMILIES_NOW = (*OLD_FAMILIES, *ADDED)
-WRAP_ORDER_NOW = (C.FAMILY_DYNAMICS, C.FAMILY_LIGHTING, C.FAMILY_CAMERA_POSE,
+WRAP_ORDER_NOW = (C.FAMILY_DYNAMICS, C.FAMILY_LIGHTING, C.FAMILY_CAMERA_POSE, C.FAMILY_COLOUR,
                   C.FAMILY_DISTURBANCE, C.FAMILY_SENSOR_NOISE, C.FAMILY_GPS_DROPOUT)
 
 
@@ -46,10 +46,12 @@ def test_derived_maps_are_the_tables_they_replace():
                                 C.FAMILY_GPS_DROPOUT: P.GpsDropout,
                                 C.FAMILY_DYNAMICS: P.Dynamics,
                                 C.FAMILY_CAMERA_POSE: P.CameraPose,
+                                C.FAMILY_COLOUR: P.Colour,
                                 C.FAMILY_DISTURBANCE: P.Disturbance}
     assert tuple(W.WRAPPERS) == WRAP_ORDER_NOW
     assert [W.WRAPPERS[f] for f in WRAP_ORDER_NOW] == [
-        W.DynamicsWrapper, W.LightingWrapper, W.CameraPoseWrapper, DisturbanceWrapper,
+        W.DynamicsWrapper, W.LightingWrapper, W.CameraPoseWrapper, W.ColourWrapper,
+        DisturbanceWrapper,
         W.SensorNoiseWrapper, W.GpsDropoutWrapper]
     for family, wrapper in W.WRAPPERS.items():
         assert wrapper.family == family and wrapper.core_cls is P.FAMILIES[family]

@@ -73,7 +73,8 @@ def test_plan_interleaves_cells_in_proportion():
 
 
 @pytest.mark.parametrize("name, family", [("pick_place_lighting", "lighting"),
-                                          ("pick_place_camera_pose", "camera_pose")])
+                                          ("pick_place_camera_pose", "camera_pose"),
+                                          ("pick_place_colour", "colour")])
 def test_shipped_mixtures_load_and_the_visual_mixes_keep_the_nominal_episodes(name, family):
     files = sorted((Path(__file__).resolve().parents[1] / "config" / "mixtures").glob("*.yaml"))
     assert files

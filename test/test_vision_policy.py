@@ -145,7 +145,7 @@ class _Looker:
                 C.ACT_GRIPPER: np.array([0.04])}
 
 
-@pytest.mark.parametrize("family", [C.FAMILY_LIGHTING, C.FAMILY_CAMERA_POSE])
+@pytest.mark.parametrize("family", [C.FAMILY_LIGHTING, C.FAMILY_CAMERA_POSE, C.FAMILY_COLOUR])
 def test_in_process_episodes_render_the_wrist_camera_under_visual_perturbations(family):
     from clawgym_ros.evaluation.rollout import RolloutOptions, Runner
     from clawgym_ros.evaluation.suites import expand, parse_suite

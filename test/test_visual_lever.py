@@ -50,7 +50,7 @@ def test_which_gaps_steer_which_policy():
         check_record_images(C.POLICY_CNN, False)
 
 
-@pytest.mark.parametrize("visual", [C.FAMILY_LIGHTING, C.FAMILY_CAMERA_POSE])
+@pytest.mark.parametrize("visual", [C.FAMILY_LIGHTING, C.FAMILY_CAMERA_POSE, C.FAMILY_COLOUR])
 def test_a_visual_gap_of_a_seeing_policy_raises_that_familys_demonstrations(visual):
     """A cnn loop recording images: lighting (or a moved camera) collapses the policy, so the
     next plan gives that cell a larger share than nominal and more perturbed episodes,

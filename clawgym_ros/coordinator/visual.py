@@ -1,9 +1,9 @@
 """The visual lever: which perturbation gaps may steer synthesis, given what the policy sees.
 
 A visual perturbation (lighting: level, direction, sudden changes; camera pose: the camera's
-mount offset) alters only the camera images. A policy that reads images (``uses_image``:
-``cnn``, or a registered type that declares it) feels it, so a lighting (or camera pose) gap
-in its report steers synthesis exactly like a sensor-noise gap does:
+mount offset; colour: the objects' and the scene's colours) alters only the camera images.
+A policy that reads images (``uses_image``: ``cnn``, or a registered type that declares it)
+feels it, so a visual gap in its report steers synthesis exactly like a sensor-noise gap does:
 :func:`~clawgym_ros.coordinator.plan.cell_deviation` counts the gap for the cells of its
 family, and the plan raises their share by ``1 + mixture_gain * deviation`` (more visually
 perturbed demonstrations, recorded with the images the policy trains on). A state policy
@@ -24,8 +24,8 @@ from typing import Any
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ConfigError
 
-#: Families that change only what a camera sees (textures would join).
-VISUAL_FAMILIES: tuple[str, ...] = (C.FAMILY_LIGHTING, C.FAMILY_CAMERA_POSE)
+#: Families that change only what a camera sees.
+VISUAL_FAMILIES: tuple[str, ...] = (C.FAMILY_LIGHTING, C.FAMILY_CAMERA_POSE, C.FAMILY_COLOUR)
 
 
 def policy_sees(policy: str) -> bool:

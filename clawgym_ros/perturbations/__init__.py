@@ -1,5 +1,5 @@
-"""Perturbations: lighting, sensor noise, GPS dropout, dynamics, camera pose and mid-episode
-disturbances, and the family registry.
+"""Perturbations: lighting, sensor noise, GPS dropout, dynamics, camera pose, colour and
+mid-episode disturbances, and the family registry.
 
 Pure cores (no rclpy) shared by the Gymnasium wrappers (:mod:`.wrappers`) and the ROS nodes
 (``clawgym_ros.nodes.*_node``). :func:`make` builds one from a family name and parameters.
@@ -98,6 +98,9 @@ BUILTIN_FAMILIES: tuple[FamilyEntry, ...] = (
     # sends them to sim_node, sim/set_camera_pose)
     FamilyEntry(C.FAMILY_CAMERA_POSE, "clawgym_ros.perturbations.camera:CameraPose",
                 f"{_W}:CameraPoseWrapper", wrap_order=15),
+    # object and scene colours on the simulator (in-process only: no ROS path yet)
+    FamilyEntry(C.FAMILY_COLOUR, "clawgym_ros.perturbations.colour:Colour",
+                f"{_W}:ColourWrapper", wrap_order=16),
     # mid-episode events on the simulator (task worlds, in-process; no ROS interposer yet)
     FamilyEntry(C.FAMILY_DISTURBANCE, "clawgym_ros.perturbations.disturbance:Disturbance",
                 "clawgym_ros.perturbations.disturbance:DisturbanceWrapper", wrap_order=20),
@@ -245,6 +248,8 @@ def make(family: str, params: Mapping[str, Any] | None = None) -> Perturbation:
 _LAZY = {
     "CameraPose": "clawgym_ros.perturbations.camera",
     "CameraPoseConfig": "clawgym_ros.perturbations.camera",
+    "Colour": "clawgym_ros.perturbations.colour",
+    "ColourConfig": "clawgym_ros.perturbations.colour",
     "Perturbation": "clawgym_ros.perturbations.base",
     "PerturbationConfig": "clawgym_ros.perturbations.base",
     "Disturbance": "clawgym_ros.perturbations.disturbance",
@@ -267,7 +272,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "FAMILIES", "CameraPose", "CameraPoseConfig", "Disturbance", "DisturbanceConfig",
+    "FAMILIES", "CameraPose", "CameraPoseConfig", "Colour", "ColourConfig", "Disturbance",
+    "DisturbanceConfig",
     "Dynamics", "DynamicsConfig", "FamilyEntry",
     "GpsDropout", "GpsDropoutConfig", "Lighting", "LightingConfig", "Perturbation",
     "PerturbationConfig", "SensorNoise", "SensorNoiseConfig", "add_family", "config_for",

@@ -7,11 +7,12 @@ changes, so a sample the core drops (or a GPS fix lost in an outage) is replaced
 delivered values (the first sample of an episode passes unperturbed if it is dropped); the GPS
 status (0 = fix, -1 = no fix) is reported in ``info["gps_status"]``.
 
-Backend side (:class:`LightingWrapper`, :class:`CameraPoseWrapper`, :class:`DynamicsWrapper`):
+Backend side (:class:`LightingWrapper`, :class:`CameraPoseWrapper`, :class:`ColourWrapper`,
+:class:`DynamicsWrapper`):
 settings go to the env's backend (``env.unwrapped.backend``) after every reset (the backend's
 reset has restored its defaults) and, for lighting, before every step at the time of the
-coming observation; images of the reset observation are re-rendered under the new lighting or
-camera pose.
+coming observation; images of the reset observation are re-rendered under the new lighting,
+camera pose or colours.
 
 Every wrapper resets its perturbation with the env (``reset(seed=s)`` keys the episode by
 ``s``), records it in ``info["perturbations"][family]`` on reset and reports whether it is
@@ -32,6 +33,7 @@ from clawgym_ros.errors import ConfigError
 from clawgym_ros.perturbations import FamilyTable
 from clawgym_ros.perturbations.base import Perturbation
 from clawgym_ros.perturbations.camera import CameraPose
+from clawgym_ros.perturbations.colour import Colour
 from clawgym_ros.perturbations.dynamics import Dynamics
 from clawgym_ros.perturbations.gps import STATUS_FIX, STATUS_NO_FIX, GpsDropout, GpsFix
 from clawgym_ros.perturbations.lighting import Lighting
@@ -196,21 +198,42 @@ class LightingWrapper(PerturbationWrapper):
             self.backend.set_lighting(settings)
 
 
-class CameraPoseWrapper(PerturbationWrapper):
-    """Camera mount offsets on the backend, set on every reset (images re-rendered)."""
+class _ResetVisualWrapper(PerturbationWrapper):
+    """A visual family set on the backend on every reset (images of the reset observation
+    re-rendered): :meth:`_apply` sets the core's episode on the backend."""
 
-    core_cls = CameraPose
-    family = C.FAMILY_CAMERA_POSE
+    def _apply(self) -> None:
+        raise NotImplementedError
 
     def _after_reset(self, obs: Obs, info: dict[str, Any]) -> tuple[Obs, dict[str, Any]]:
         if not self.perturbation.enabled:
             return obs, info
-        self.backend.set_camera_pose(self.perturbation.settings())
+        self._apply()
         keys = [k for k in self.env.unwrapped.image_keys if k in obs]
         if keys:
             fresh = self.backend.observation()
             obs = {**obs, **{k: fresh[k] for k in keys}}
         return obs, info
+
+
+class CameraPoseWrapper(_ResetVisualWrapper):
+    """Camera mount offsets on the backend, set on every reset (images re-rendered)."""
+
+    core_cls = CameraPose
+    family = C.FAMILY_CAMERA_POSE
+
+    def _apply(self) -> None:
+        self.backend.set_camera_pose(self.perturbation.settings())
+
+
+class ColourWrapper(_ResetVisualWrapper):
+    """Object and scene colours on the backend, set on every reset (images re-rendered)."""
+
+    core_cls = Colour
+    family = C.FAMILY_COLOUR
+
+    def _apply(self) -> None:
+        self.backend.set_colours(self.perturbation.settings())
 
 
 class DynamicsWrapper(PerturbationWrapper):

@@ -104,6 +104,31 @@ class CameraPoseSettings:
             object.__setattr__(self, name, value)
 
 
+Blend = tuple[float, float, float, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class ColourSettings:
+    """Colours of the free objects and the fixed shapes, each blended from its default toward
+    a colour: ``(r, g, b, weight)``, rgb' = (1 - weight) rgb + weight (r, g, b). The i-th entry
+    of ``objects`` is for the scene's i-th free object, the i-th of ``statics`` for the fixed
+    shapes of its i-th default colour (all parts of a bin together; the floor excluded);
+    entries beyond the scene's count are unused, missing ones leave the colour as it is."""
+
+    objects: tuple[Blend, ...] = ()
+    statics: tuple[Blend, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("objects", "statics"):
+            rows = tuple(tuple(float(v) for v in row) for row in getattr(self, name))
+            for i, row in enumerate(rows):
+                if len(row) != 4:
+                    raise ConfigError(f"colour.{name}[{i}]", row, "(r, g, b, weight)")
+                for j, v in enumerate(row):
+                    check_range(f"colour.{name}[{i}][{j}]", v, 0.0, 1.0)
+            object.__setattr__(self, name, rows)
+
+
 class SimBackend(abc.ABC):
     """What every simulator backend offers. Implementations: ``mujoco`` and ``gazebo``."""
 
@@ -131,9 +156,19 @@ class SimBackend(abc.ABC):
         raise ConfigError("camera_pose", self.name, "a backend that moves cameras at run "
                           "time (mujoco)")
 
+    def set_colours(self, settings: ColourSettings) -> None:
+        """Blend object and fixed-shape colours toward ``settings``' (the next image; undone by
+        :meth:`restore_defaults`).
+
+        Raises:
+            ConfigError: this backend cannot recolour its scene at run time.
+        """
+        raise ConfigError("colour", self.name, "a backend that recolours its scene at run "
+                          "time (mujoco)")
+
     @abc.abstractmethod
     def restore_defaults(self) -> None:
-        """Undo every lighting, dynamics and camera pose change."""
+        """Undo every lighting, dynamics, camera pose and colour change."""
 
     @property
     @abc.abstractmethod

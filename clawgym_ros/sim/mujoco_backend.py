@@ -48,6 +48,7 @@ from clawgym_ros.sim import scene_mjcf as MJ  # noqa: E402
 from clawgym_ros.sim import scene_spec as S  # noqa: E402
 from clawgym_ros.sim.backend import (  # noqa: E402
     CameraPoseSettings,
+    ColourSettings,
     DynamicsSettings,
     LightingSettings,
     SimBackend,
@@ -178,6 +179,18 @@ def quat_yaw(q: Sequence[float]) -> float:
     return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
+def _colour_groups(m: Any, index: SceneIndex) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Geoms recoloured together: each free object's, and the fixed shapes' (world-body geoms
+    but planes) by their default colour in order of first appearance (a repaint: the parts of
+    a bin stay one colour)."""
+    objects = [np.flatnonzero(m.geom_bodyid == b) for b in index.object_bodies]
+    statics: dict[tuple[float, ...], list[int]] = {}
+    for g in index.obstacle_geoms:
+        if m.geom_type[g] != mujoco.mjtGeom.mjGEOM_PLANE:
+            statics.setdefault(tuple(m.geom_rgba[g].tolist()), []).append(int(g))
+    return objects, [np.array(v) for v in statics.values()]
+
+
 class MujocoBackend(SimBackend):
     """MuJoCo simulation of one scene (see the module docstring for timing and control).
 
@@ -225,12 +238,15 @@ class MujocoBackend(SimBackend):
             "light_specular": m.light_specular.copy(), "light_pos": m.light_pos.copy(),
             "light_dir": m.light_dir.copy(),
             "cam_pos": m.cam_pos.copy(), "cam_quat": m.cam_quat.copy(),
+            "geom_rgba": m.geom_rgba.copy(),
             "headlight": (m.vis.headlight.ambient.copy(), m.vis.headlight.diffuse.copy(),
                           m.vis.headlight.specular.copy()),
         }
         self._lighting: dict[str, LightingSettings] = {}
         self._dynamics: dict[str, DynamicsSettings] = {}
         self._camera_pose: dict[str, CameraPoseSettings] = {}
+        self._colours: ColourSettings | None = None
+        self._colour_groups = _colour_groups(m, self.index)
         self._latency_steps = 0                 # control steps (dynamics perturbation)
         self._cmd = np.zeros(m.nu)
         self._pending: collections.deque[np.ndarray] = collections.deque()
@@ -405,6 +421,18 @@ class MujocoBackend(SimBackend):
         mujoco.mj_camlight(m, self.data)
         self._camera_pose[settings.camera_name] = settings
 
+    def set_colours(self, settings: ColourSettings) -> None:
+        """Blend the free objects' and fixed shapes' colours from their defaults toward
+        ``settings``' (the next image; alpha and physics untouched)."""
+        m, dft = self.model, self._defaults
+        objects, statics = self._colour_groups
+        for groups, blends in ((objects, settings.objects), (statics, settings.statics)):
+            for geoms, blend in zip(groups, blends, strict=False):
+                r, g, b, w = blend
+                m.geom_rgba[geoms, :3] = (1.0 - w) * dft["geom_rgba"][geoms, :3] + w * np.array(
+                    [r, g, b])
+        self._colours = settings
+
     def set_dynamics(self, settings: DynamicsSettings) -> None:
         """Set mass/friction/damping/gains of a target to default x scale; set latency.
 
@@ -452,11 +480,12 @@ class MujocoBackend(SimBackend):
                           "empty, 'arm', 'gripper', or a body, joint or actuator name")
 
     def restore_defaults(self) -> None:
-        """Undo every lighting, dynamics and camera pose change (reset calls this)."""
+        """Undo every lighting, dynamics, camera pose and colour change (reset calls this)."""
         m, dft = self.model, self._defaults
         for key in ("body_mass", "body_inertia", "geom_friction", "dof_damping",
                     "actuator_gainprm", "actuator_biasprm", "light_diffuse", "light_ambient",
-                    "light_specular", "light_pos", "light_dir", "cam_pos", "cam_quat"):
+                    "light_specular", "light_pos", "light_dir", "cam_pos", "cam_quat",
+                    "geom_rgba"):
             getattr(m, key)[:] = dft[key]
         amb, dif, spec = dft["headlight"]
         m.vis.headlight.ambient[:] = amb
@@ -470,6 +499,7 @@ class MujocoBackend(SimBackend):
         self._lighting.clear()
         self._dynamics.clear()
         self._camera_pose.clear()
+        self._colours = None
 
     @property
     def time(self) -> float:
@@ -483,6 +513,8 @@ class MujocoBackend(SimBackend):
                "dynamics": [dataclasses.asdict(s) for s in self._dynamics.values()]}
         if self._camera_pose:       # only when set: records of other episodes as before
             out["camera_pose"] = [dataclasses.asdict(s) for s in self._camera_pose.values()]
+        if self._colours is not None:
+            out["colour"] = dataclasses.asdict(self._colours)
         if self._calibration is not None:
             out["calibration"] = self._calibration.id
         return out

@@ -1,5 +1,6 @@
-"""The camera_pose perturbation family: its core, the MuJoCo backend's camera mount offsets and
-the wrapper (images change, nothing physical does), bad input, the coordinator's view of it."""
+"""The visual perturbation families beside lighting: camera_pose (the camera's mount offsets)
+and colour (object and scene colours). Their cores, the MuJoCo backend's side, the wrappers
+(images change, nothing physical does), bad input, ROS mode and the coordinator's view."""
 
 from __future__ import annotations
 
@@ -12,9 +13,17 @@ import pytest
 
 from clawgym_ros import constants as C
 from clawgym_ros.errors import ConfigError
-from clawgym_ros.perturbations import CameraPose, CameraPoseConfig, config_for, make
-from clawgym_ros.perturbations.wrappers import CameraPoseWrapper, wrap
-from clawgym_ros.sim.backend import CameraPoseSettings
+from clawgym_ros.perturbations import (
+    CameraPose,
+    CameraPoseConfig,
+    Colour,
+    ColourConfig,
+    config_for,
+    make,
+)
+from clawgym_ros.perturbations.colour import SLOTS
+from clawgym_ros.perturbations.wrappers import wrap
+from clawgym_ros.sim.backend import CameraPoseSettings, ColourSettings
 
 pytest.importorskip("mujoco")
 import mujoco  # noqa: E402
@@ -87,18 +96,20 @@ def test_the_backend_moves_the_camera_in_its_own_frame_and_reset_restores_it(tab
     assert "camera_pose" not in backend.describe()
 
 
-def test_the_wrapper_changes_the_images_and_nothing_physical(tabletop):
+@pytest.mark.parametrize("family, drawn", [(C.FAMILY_CAMERA_POSE, "rotation_rad"),
+                                           (C.FAMILY_COLOUR, "object_mix")])
+def test_the_wrapper_changes_the_images_and_nothing_physical(tabletop, family, drawn):
     bare = gym.make("clawgym/Tabletop-v0", cameras=(C.CAMERA_WRIST,), control_mode=C.CONTROL_DICT)
-    core = make(C.FAMILY_CAMERA_POSE, {"intensity": 1.0, "seed": 2})
-    env = CameraPoseWrapper(tabletop, core)
+    core = make(family, {"intensity": 1.0, "seed": 2})
+    env = wrap(tabletop, [core])
     rng = np.random.default_rng(0)
     changed = []
     for seed in range(4):
         obs_b, _ = bare.reset(seed=seed)
         obs_w, info = env.reset(seed=seed)
-        record = info[C.INFO_PERTURBATIONS][C.FAMILY_CAMERA_POSE]
+        record = info[C.INFO_PERTURBATIONS][family]
         assert record["parameters"]["intensity"] == 1.0
-        assert record["parameters"]["rotation_rad"] > 0.0
+        assert record["parameters"][drawn] > 0.0
         for _ in range(5):
             action = {C.ACT_JOINT_TARGET: np.asarray(bare.unwrapped.backend.scene.robot.home)
                       + rng.normal(0.0, 0.05, 7)}
@@ -110,7 +121,7 @@ def test_the_wrapper_changes_the_images_and_nothing_physical(tabletop):
             else:
                 np.testing.assert_array_equal(obs_b[key], obs_w[key], err_msg=key)
     bare.close()
-    # a few degrees and millimetres move a wrist image by several grey levels per pixel
+    # a few degrees and millimetres, or other colours: several grey levels per pixel
     assert min(changed) > 2.0, changed
 
 
@@ -140,3 +151,60 @@ def test_wrap_orders_camera_pose_with_the_backend_families(tabletop):
         order.append(env.family)
         env = env.env
     assert order == [C.FAMILY_SENSOR_NOISE, C.FAMILY_CAMERA_POSE, C.FAMILY_LIGHTING]
+
+
+def test_the_colour_core_draws_per_seed_and_the_backend_blends_and_restores(tabletop):
+    cfg = ColourConfig(intensity=0.5, seed=1, object_mix=1.0, static_mix=0.4)
+    core = Colour(cfg)
+    core.reset(5)
+    s = core.settings()
+    assert len(s.objects) == len(s.statics) == SLOTS
+    assert all(0.25 - 1e-12 <= w <= 0.5 + 1e-12 for *_, w in s.objects)
+    assert all(0.1 - 1e-12 <= w <= 0.2 + 1e-12 for *_, w in s.statics)
+    again = Colour(cfg)
+    again.reset(5)
+    assert again.settings() == s
+    again.reset(6)
+    assert again.settings() != s
+    off = Colour(dataclasses.replace(cfg, intensity=0.0))
+    off.reset(5)
+    assert off.settings() == ColourSettings()
+    with pytest.raises(ConfigError, match="object_mix"):
+        config_for(C.FAMILY_COLOUR, {"object_mix": 1.5})
+    with pytest.raises(ConfigError, match=r"colour\.objects\[0\]\[3\]"):
+        ColourSettings(objects=((0.0, 0.0, 0.0, 2.0),))
+
+    backend = tabletop.unwrapped.backend
+    tabletop.reset(seed=0)
+    m = backend.model
+    rgba0 = m.geom_rgba.copy()
+    first = backend.index.object_geoms[0]
+    backend.set_colours(ColourSettings(objects=((0.0, 0.0, 1.0, 1.0),),
+                                       statics=((1.0, 1.0, 1.0, 0.5),) * 4))
+    np.testing.assert_allclose(m.geom_rgba[first], [0.0, 0.0, 1.0, rgba0[first, 3]])
+    # the fixed shapes are repainted by default colour: a bin's floor and walls alike
+    walls = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, f"bin_left_{p}")
+             for p in ("floor", "wall_px", "wall_ny")]
+    np.testing.assert_allclose(m.geom_rgba[walls, :3], 0.5 + 0.5 * rgba0[walls, :3], rtol=1e-6)
+    floor = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "floor")
+    np.testing.assert_array_equal(m.geom_rgba[floor], rgba0[floor])      # textured: kept
+    robot = backend.index.robot_geoms
+    np.testing.assert_array_equal(m.geom_rgba[robot], rgba0[robot])
+    assert backend.describe()["colour"]
+    tabletop.reset(seed=0)
+    np.testing.assert_array_equal(m.geom_rgba, rgba0)
+    assert "colour" not in backend.describe()
+
+
+def test_colour_runs_in_process_only_and_steers_a_seeing_policy():
+    from clawgym_ros.coordinator.visual import gap_steers, is_visual
+    from clawgym_ros.evaluation.ros_mode import check_ros_families
+    from clawgym_ros.evaluation.suites import EpisodeSpec
+
+    gap = {"kind": "perturbation", "families": [C.FAMILY_COLOUR]}
+    assert is_visual(gap) and gap_steers(gap, sees=True) and not gap_steers(gap, sees=False)
+    spec = EpisodeSpec(index=0, task="pick_place", template="cube", split="train",
+                       family=C.FAMILY_COLOUR, families=(C.FAMILY_COLOUR,), intensity=1.0,
+                       schedule="constant", seed=1, perturbation_seed=2)
+    with pytest.raises(ConfigError, match="colour runs in-process only"):
+        check_ros_families([spec])
