@@ -87,6 +87,14 @@ class PerturbationWrapper(gym.Wrapper):
         info[C.INFO_PERTURBATIONS_ACTIVE] = active
         return obs, reward, terminated, truncated, info
 
+    def _rerendered(self, obs: Obs) -> Obs:
+        """``obs`` with its images rendered again (after a backend-side change at reset)."""
+        keys = [k for k in self.env.unwrapped.image_keys if k in obs]
+        if not keys:
+            return obs
+        fresh = self.backend.observation()
+        return {**obs, **{k: fresh[k] for k in keys}}
+
     # hooks ------------------------------------------------------------------------------------
     def _after_reset(self, obs: Obs, info: dict[str, Any]) -> tuple[Obs, dict[str, Any]]:
         return self._after_step(obs, info)
@@ -185,11 +193,7 @@ class LightingWrapper(PerturbationWrapper):
         if settings is None or not self.perturbation.enabled:
             return obs, info
         self.backend.set_lighting(settings)
-        keys = [k for k in self.env.unwrapped.image_keys if k in obs]
-        if keys:
-            fresh = self.backend.observation()
-            obs = {**obs, **{k: fresh[k] for k in keys}}
-        return obs, info
+        return self._rerendered(obs), info
 
     def _before_step(self) -> None:
         # The observation of this step is rendered at the end of the control period.
@@ -209,11 +213,7 @@ class _ResetVisualWrapper(PerturbationWrapper):
         if not self.perturbation.enabled:
             return obs, info
         self._apply()
-        keys = [k for k in self.env.unwrapped.image_keys if k in obs]
-        if keys:
-            fresh = self.backend.observation()
-            obs = {**obs, **{k: fresh[k] for k in keys}}
-        return obs, info
+        return self._rerendered(obs), info
 
 
 class CameraPoseWrapper(_ResetVisualWrapper):

@@ -224,11 +224,16 @@ class LockstepEvaluator:
             self._assemblers[scene] = ObservationAssembler(scene)
         self.scene, self.assembler = scene, self._assemblers[scene]
 
+    @property
+    def clients(self) -> tuple[Any, ...]:
+        """Every service client of the driver."""
+        return (self.reset_client, self.step_client, self.policy_client, self.lighting_client,
+                self.dynamics_client, self.camera_pose_client, self.disturbance_client,
+                *self.perturbation_clients.values())
+
     def close(self) -> None:
         """Destroy the clients."""
-        for client in (self.reset_client, self.step_client, self.policy_client,
-                       self.lighting_client, self.dynamics_client, self.camera_pose_client,
-                       self.disturbance_client, *self.perturbation_clients.values()):
+        for client in self.clients:
             self.node.destroy_client(client)
         self.perturbation_clients = {}
         for sub in self._subs:
@@ -653,11 +658,7 @@ def wait_ready(evaluator: LockstepEvaluator, timeout: float = 30.0,
             messages, after ``timeout`` seconds.
     """
     deadline = time.monotonic() + timeout
-    clients = [evaluator.reset_client, evaluator.step_client, evaluator.policy_client,
-               evaluator.lighting_client, evaluator.dynamics_client,
-               evaluator.camera_pose_client, evaluator.disturbance_client,
-               *evaluator.perturbation_clients.values()]
-    for client in clients:
+    for client in evaluator.clients:
         while not client.wait_for_service(timeout_sec=0.25):
             if check is not None:
                 check()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 from typing import Any
 
 from clawgym_ros import plugins
@@ -95,7 +96,7 @@ class CameraPoseSettings:
         metadata={"help": "rotation vector (axis x angle) in the camera frame, rad"})
 
     def __post_init__(self) -> None:
-        for name, limit in (("offset", 1.0), ("rotation", 3.141592653589793)):
+        for name, limit in (("offset", 1.0), ("rotation", math.pi)):
             value = tuple(float(v) for v in getattr(self, name))
             if len(value) != 3:
                 raise ConfigError(f"camera_pose.{name}", value, "three numbers (x, y, z)")

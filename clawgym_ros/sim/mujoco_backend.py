@@ -357,18 +357,26 @@ class MujocoBackend(SimBackend):
         self._pending.clear()
         mujoco.mj_forward(m, d)
 
+    def _named_ids(self, objtype: Any, count: int, name: str, field: str) -> list[int]:
+        """Ids of the model's ``objtype`` objects a setting names: every one (``name`` empty)
+        or the one called ``name``.
+
+        Raises:
+            ConfigError: no such name (``field`` and the names there are).
+        """
+        if not name:
+            return list(range(count))
+        oid = mujoco.mj_name2id(self.model, objtype, name)
+        if oid < 0:
+            names = [mujoco.mj_id2name(self.model, objtype, i) for i in range(count)]
+            raise ConfigError(field, name, "one of " + ", ".join(names))
+        return [oid]
+
     def set_lighting(self, settings: LightingSettings) -> None:
         """Scale light colours relative to the defaults; move/turn lights (next image)."""
         m, dft = self.model, self._defaults
-        if settings.light_name:
-            lid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_LIGHT, settings.light_name)
-            if lid < 0:
-                names = [m.light(i).name for i in range(m.nlight)]
-                raise ConfigError("lighting.light_name", settings.light_name,
-                                  "one of " + ", ".join(names))
-            ids = [lid]
-        else:
-            ids = list(range(m.nlight))
+        ids = self._named_ids(mujoco.mjtObj.mjOBJ_LIGHT, m.nlight, settings.light_name,
+                              "lighting.light_name")
         for i in ids:
             m.light_diffuse[i] = dft["light_diffuse"][i] * settings.diffuse_scale
             m.light_ambient[i] = dft["light_ambient"][i] * settings.ambient_scale
@@ -394,14 +402,8 @@ class MujocoBackend(SimBackend):
             ConfigError: unknown camera name.
         """
         m, dft = self.model, self._defaults
-        if settings.camera_name:
-            cid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA, settings.camera_name)
-            if cid < 0:
-                raise ConfigError("camera_pose.camera_name", settings.camera_name,
-                                  "one of " + ", ".join(self.index.cameras))
-            ids = [cid]
-        else:
-            ids = list(range(m.ncam))
+        ids = self._named_ids(mujoco.mjtObj.mjOBJ_CAMERA, m.ncam, settings.camera_name,
+                              "camera_pose.camera_name")
         rotvec = np.asarray(settings.rotation, dtype=float)
         angle = float(np.linalg.norm(rotvec))
         delta = np.array([1.0, 0.0, 0.0, 0.0])
