@@ -21,6 +21,16 @@ from clawgym_ros.tasks.world import TaskEnv
 STAGES = ("reach", "grasp", "lift", "align", "insert", "release")
 SKILLS = ("move_to", "approach", "grasp", "lift", "align", "insert", "release", "retreat")
 GRAMMAR = "move_to approach grasp lift move_to align insert release retreat"
+#: A recovery segment from a failure state (:meth:`PegExpert.recover`): a peg still held is
+#: lifted clear and aligned again; a peg standing free is picked again (after letting go and
+#: backing off if the gripper is closed); an inserted peg still held is released.
+RECOVERY = ("(release retreat)? (move_to approach grasp)? lift move_to align insert release "
+            "retreat | release retreat")
+#: Largest tilt (rad) of a peg the recovery expert takes on: held (it would jam in the hole)
+#: or standing free (no grasp from above).
+RECOVERY_MAX_TILT = math.radians(5)
+#: Height of the peg's bottom above the block's top after a recovery's lift (m).
+RECOVERY_CLEARANCE = 0.04
 TABLE_Z = 0.40
 OBJECTS = ("peg", "hole_block")
 PEG_LENGTH = 0.08
@@ -81,6 +91,7 @@ class PegInsert(Task):
     stages = STAGES
     skills = SKILLS
     grammar = GRAMMAR
+    recovery_grammar = RECOVERY
     templates = (
         Template("round_peg", C.SPLIT_TRAIN, {"shape": "round"}, "cylindrical peg"),
         Template("square_peg", C.SPLIT_TRAIN, {"shape": "square"}, "square peg"),
@@ -304,6 +315,13 @@ class PegExpert(ArmExpert):
         return {"tool_wear.friction_factor": tool_wear(self.spec.index)}
 
     def run(self) -> None:
+        if self.snapshot is not None:
+            self.recover()
+            return
+        self.insert_held(self.pick())
+
+    def pick(self) -> float:
+        """Grasp the peg near its top and lift it; the grasp's tool yaw (rad)."""
         goal: PegGoal = self.base.goal
         shape = goal.shape
         peg = self.state()[C.OBS_OBJECT_POSES][0]
@@ -331,6 +349,13 @@ class PegExpert(ArmExpert):
             s["width"] = round(self.gripper(0.0, settle=0.15), 4)
         with self.skill("lift", {}):
             self.move_cartesian(as_pose(grasp + [0, 0, 0.10], quat), check=False)
+        return yaw
+
+    def insert_held(self, yaw: float) -> None:
+        """From a lifted peg held at tool yaw ``yaw``: above the hole, align, insert, release,
+        retreat."""
+        goal: PegGoal = self.base.goal
+        turn = _turn_shape(goal.shape)
         state = self.state()
         peg, block = state[C.OBS_OBJECT_POSES][0], state[C.OBS_OBJECT_POSES][1]
         tool = state[C.OBS_TOOL_POSE]
@@ -380,11 +405,68 @@ class PegExpert(ArmExpert):
             _, depth = self.base.tracker.deviation(self.state())  # type: ignore[union-attr]
             if depth < 0.9 * HOLE_DEPTH:
                 raise ExpertError(f"peg jammed at depth {depth * 1000:.1f} mm")
+        self.release_and_retreat(tool_for(0.0), quat_t)
+
+    def release_and_retreat(self, tool: np.ndarray, quat: np.ndarray) -> None:
+        """Open the gripper, then move the tool 6 cm up from ``tool`` (a position)."""
         with self.skill("release", {}):
             self.gripper(0.05, settle=0.1)
         self.planner.detach_object()
         with self.skill("retreat", {}):
-            self.move_cartesian(as_pose(tool_for(0.0) + [0, 0, 0.06], quat_t), check=False)
+            self.move_cartesian(as_pose(tool + [0, 0, 0.06], quat), check=False)
+
+    def recover(self) -> None:
+        """Finish the task from a restored failure state.
+
+        Peg held and inserted: release and retreat. Peg held otherwise (typically pressed on
+        the block's top beside the hole, or hovering off its axis): lift it straight up until
+        its bottom is :data:`RECOVERY_CLEARANCE` above the block, then the normal insertion
+        (above the hole, align with the closed-loop correction, insert, release, retreat).
+        Peg not held but standing: open and back off if the gripper is closed, then the whole
+        task.
+
+        Raises:
+            ExpertError: the peg is tilted (held or standing) or a motion fails.
+        """
+        goal: PegGoal = self.base.goal
+        state = self.state()
+        tracker: PegTracker = self.base.tracker  # type: ignore[assignment]
+        peg, tool = state[C.OBS_OBJECT_POSES][0], state[C.OBS_TOOL_POSE]
+        yaw = _tool_yaw(tool[3:7])
+        quat = top_down_quat(yaw)
+        tilt = _tilt(peg[3:])
+        self.sync_planner()                       # the planner still has the last episode
+        self.planner.detach_object()
+        if tracker._held(state):
+            if tilt > RECOVERY_MAX_TILT:
+                raise ExpertError(f"peg tilted {math.degrees(tilt):.1f} degrees in the hand")
+            self.gripper_cmd = 0.0                # keep squeezing, as after a grasp
+            if tracker._inserted(state):
+                self.release_and_retreat(tool[:3], quat)
+                return
+            self.planner.attach_object(OBJECTS[0])
+            bottom = float(peg[2]) - PEG_LENGTH / 2
+            rise = max(0.02, goal.block_top + RECOVERY_CLEARANCE - bottom)
+            with self.skill("lift", {"height": round(float(tool[2]) + rise, 4)}):
+                self.move_cartesian(as_pose(tool[:3] + [0.0, 0.0, rise], quat), check=False)
+            self.insert_held(yaw)
+            return
+        if tilt > RECOVERY_MAX_TILT:
+            raise ExpertError(f"peg tipped over ({math.degrees(tilt):.1f} degrees): no grasp "
+                              "from above")
+        if float(state[C.OBS_GRIPPER][0]) < 0.045:
+            with self.skill("release", {}):
+                self.gripper(0.05, settle=0.1)
+            with self.skill("retreat", {}):
+                self.move_cartesian(as_pose(tool[:3] + [0.0, 0.0, 0.06], quat), check=False)
+        self.insert_held(self.pick())
+
+
+def _tool_yaw(quat: np.ndarray) -> float:
+    """Yaw (rad) of a tool pointing down, as :func:`top_down_quat` takes it: the direction of
+    the tool's x axis in the world's x-y plane."""
+    r = _rot(np.asarray(quat, dtype=np.float64))
+    return math.atan2(float(r[1, 0]), float(r[0, 0]))
 
 
 def _rot(quat: np.ndarray) -> np.ndarray:

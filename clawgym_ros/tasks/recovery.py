@@ -45,13 +45,14 @@ def check_restorable(states: Sequence[FailureState]) -> None:
         FailureStateError: a snapshot of a task without recovery synthesis, of another robot
             or scene (model signature), or whose state does not fit.
     """
-    from clawgym_ros.tasks.registry import get_task
+    from clawgym_ros.tasks.registry import TASKS, get_task
 
     for fs in states:
         task = get_task(fs.task)
         if not task.recovery_grammar:
+            have = ", ".join(name for name in TASKS if get_task(name).recovery_grammar)
             raise FailureStateError(f"failure state {fs.name}: task {fs.task!r} has no "
-                                    "recovery expert (pick_place has)")
+                                    f"recovery expert (these have: {have})")
         if int(task.template(fs.template).params.get("placements", 1)) != 1:
             raise FailureStateError(f"failure state {fs.name}: template {fs.template!r} "
                                     "has several placements; recovery covers one")
