@@ -142,3 +142,23 @@ def test_a_task_without_a_recovery_expert_is_refused_naming_those_that_have_one(
     with pytest.raises(FailureStateError, match=r"has no recovery expert \(these have: "
                        r"pick_place, peg_insert\)"):
         check_restorable([other])
+
+
+def test_expert_options_reach_the_recovery_episodes(run_dir):
+    """``clawgym synth --from-report ID --option timing=optimal``: the time-optimal expert of
+    the dataset the policy learned from finishes the recovery segments too (part of the id)."""
+    from clawgym_ros.dataset.episode_mcap import read_episode
+    from clawgym_ros.orchestration.synthesis import synthesize_recovery
+
+    out, report, _ = run_dir
+    default, _ = synthesize_recovery(str(out), report, 1, seed=9, workers=1)
+    optimal, summary = synthesize_recovery(str(out), report, 1, seed=9, workers=1,
+                                           options={"timing": "optimal",
+                                                    "acceleration_scale": 2})
+    assert summary.accepted == 1 and optimal.id != default.id
+
+    def steps(artifact) -> int:
+        path = sorted((artifact.path / "episodes").glob("*.mcap"))[0]
+        return read_episode(path, images=False).num_steps
+
+    assert steps(optimal) < steps(default)

@@ -62,7 +62,8 @@ def _run(args: argparse.Namespace) -> int:
             raise ClawgymError("--from-report takes its tasks and cells from the report: "
                                "leave out --task, --mixture and --images")
         artifact, summary = synthesize_recovery(args.out, args.from_report,
-                                                args.episodes or 0, args.seed, args.workers)
+                                                args.episodes or 0, args.seed, args.workers,
+                                                options=expert_options(args.option))
         print(artifact.id if artifact is not None else "")
         print(json.dumps(summary.to_dict(), sort_keys=True))
         return 0

@@ -112,13 +112,17 @@ def synthesize(request: SynthRequest, progress: ProgressCallback | None = None,
 def synthesize_recovery(out: str, report_ref: str, episodes: int, seed: int, workers: int = 0,
                         progress: ProgressCallback | None = None,
                         cancel: threading.Event | Callable[[], bool] | None = None,
-                        start_method: str | None = None
+                        start_method: str | None = None,
+                        options: Mapping[str, Any] | None = None
                         ) -> tuple[Artifact | None, GenerationSummary]:
     """Recovery demonstrations from a report's failure states (:mod:`.recovery`): the experts
     restart from where the evaluated policy failed; the dataset's parent is the report.
 
     Args:
         episodes: how many (0 = one per failure state).
+        options: expert options of every episode (``clawgym synth --option``, e.g. the
+            time-optimal expert of the dataset the policy was trained on); part of the
+            dataset id when given.
 
     Raises:
         ClawgymError: a bad report id, a report without failure states, a snapshot of
@@ -131,7 +135,7 @@ def synthesize_recovery(out: str, report_ref: str, episodes: int, seed: int, wor
     check_int("workers", workers, 0, 1024)
     from clawgym_ros.sim.active_calibration import OPTION_KEY, active
 
-    plan = plan_recovery(out, report_ref, episodes, seed)
+    plan = plan_recovery(out, report_ref, episodes, seed, options)
     specs = list(plan.specs)
     tasks = sorted({spec.task for spec in specs})
     generation: dict[str, Any] = {
@@ -139,6 +143,8 @@ def synthesize_recovery(out: str, report_ref: str, episodes: int, seed: int, wor
         "failure_states": [fs.name for fs in plan.states],
         "held_out_skipped": list(plan.held_out),
         "generator": "clawgym_ros.tasks.registry:generate_any"}
+    if options:                        # only when given: ids of earlier datasets unchanged
+        generation["options"] = dict(sorted(options.items()))
     calibration = active()
     if calibration is not None:        # the experts restart in the calibrated simulator
         specs = [dataclasses.replace(s, options={**s.options, OPTION_KEY: calibration.to_dict()})
