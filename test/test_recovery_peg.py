@@ -30,9 +30,10 @@ def _spec(index: int) -> EpisodeSpec:
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    """A run directory with a report of two failed peg_insert episodes: one stopped 0.6 s
+    """A run directory with a report of three failed peg_insert episodes: one stopped 0.6 s
     into the expert's alignment (peg held above the hole), one at the end of its approach
-    (gripper open around the standing peg)."""
+    (gripper open around the standing peg), one at the end of its lift (peg held far from
+    the hole)."""
     from clawgym_ros.artifacts import ArtifactStore
     from clawgym_ros.evaluation.config import EvalConfig
     from clawgym_ros.evaluation.rollout import RolloutOptions, Runner
@@ -49,7 +50,8 @@ def run_dir(tmp_path_factory):
         return next(c for c in record.skill_calls if c.name == name)
 
     stops = {3: int(np.searchsorted(record.time, call("align").start)) + 30,
-             4: int(np.searchsorted(record.time, call("approach").end))}
+             4: int(np.searchsorted(record.time, call("approach").end)),
+             5: int(np.searchsorted(record.time, call("lift").end))}
     failed = []
     for index, k in stops.items():
         runner = Runner(_ReplayThenHold(record.actions, k),
@@ -58,7 +60,7 @@ def run_dir(tmp_path_factory):
             failed.append(runner.run(_spec(index)))
         finally:
             runner.close()
-    assert [r.success for r in failed] == [False, False]
+    assert [r.success for r in failed] == [False, False, False]
     store = ArtifactStore(out)
     suite = load_suite("peg_insert_nominal")
     report = write_report(store, failed, suite, EvalConfig(suite="peg_insert_nominal")).id
@@ -72,28 +74,36 @@ def test_peg_recovery_episodes_finish_the_task_and_pass_the_dual_signoff(run_dir
     out, report, _ = run_dir
     plan = plan_recovery(out, report[:12], 0, seed=5)
     names = [s.options["recover_from"]["name"] for s in plan.specs]
-    assert names == ["ep00003_stage", "ep00004_stage", "ep00003_stall", "ep00004_stall"]
+    assert names == ["ep00003_stage", "ep00004_stage", "ep00005_stage", "ep00003_stall",
+                     "ep00004_stall", "ep00005_stall"]
     signoff = signoff_for(["peg_insert"])
+    whole = ["move_to", "approach", "grasp", "lift", "move_to", "align", "insert", "release",
+             "retreat"]
     expected = {
-        # Peg held beside the hole: lift clear, then the insertion again.
-        3: ["lift", "move_to", "align", "insert", "release", "retreat"],
+        # Peg just lifted off the table, far from the hole: lift clear of the block, carry.
+        "ep00003_stage": ["lift", "move_to", "align", "insert", "release", "retreat"],
+        "ep00005_stage": ["lift", "move_to", "align", "insert", "release", "retreat"],
+        # Peg held above the hole, near its axis: the expert's own alignment from there.
+        "ep00003_stall": ["align", "insert", "release", "retreat"],
         # Gripper open around the standing peg: the whole task.
-        4: ["move_to", "approach", "grasp", "lift", "move_to", "align", "insert", "release",
-            "retreat"],
+        "ep00004_stage": whole,
+        "ep00004_stall": whole,
+        # Peg held high, far from the hole: carried there without a lift.
+        "ep00005_stall": ["move_to", "align", "insert", "release", "retreat"],
     }
     for spec in plan.specs:
         rec = generate_any(spec)
         assert rec.outcome.success, rec.outcome.reason
         assert signoff(rec) == []
-        episode = rec.origin["episode"]
-        assert [c.name for c in rec.skill_calls] == expected[episode]
+        name = spec.options["recover_from"]["name"]
+        assert [c.name for c in rec.skill_calls] == expected[name], name
         # Every stage, those reached before the segment recorded at its first step.
         assert [s.name for s in rec.stages] == list(STAGES)
         before = spec.options["recover_from"]["reached"]
         assert all(s.time == rec.time[0] for s in rec.stages[:len(before)])
         assert rec.origin["kind"] == "recovery" and rec.origin["report"] == report
         assert rec.time[0] > 1.0                       # the segment starts mid-episode
-        if episode == 3:
+        if name == "ep00003_stall":
             held = rec
     # The held-peg segment alone would not be a legal ordinary episode.
     held.origin.clear()

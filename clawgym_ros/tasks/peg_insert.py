@@ -24,13 +24,17 @@ GRAMMAR = "move_to approach grasp lift move_to align insert release retreat"
 #: A recovery segment from a failure state (:meth:`PegExpert.recover`): a peg still held is
 #: lifted clear and aligned again; a peg standing free is picked again (after letting go and
 #: backing off if the gripper is closed); an inserted peg still held is released.
-RECOVERY = ("(release retreat)? (move_to approach grasp)? lift move_to align insert release "
-            "retreat | release retreat")
+RECOVERY = ("(release retreat)? (move_to approach grasp)? lift? move_to align insert release "
+            "retreat | lift? align insert release retreat | release retreat")
 #: Largest tilt (rad) of a peg the recovery expert takes on: held (it would jam in the hole)
 #: or standing free (no grasp from above).
 RECOVERY_MAX_TILT = math.radians(5)
 #: Height of the peg's bottom above the block's top after a recovery's lift (m).
 RECOVERY_CLEARANCE = 0.04
+#: A held peg this close to the hole axis (m) is aligned again where it is (after lifting it
+#: off the block's top to :data:`RECOVERY_GAP` if it rests there), not carried anew.
+RECOVERY_NEAR = 0.01
+RECOVERY_GAP = 0.004
 TABLE_Z = 0.40
 OBJECTS = ("peg", "hole_block")
 PEG_LENGTH = 0.08
@@ -351,9 +355,10 @@ class PegExpert(ArmExpert):
             self.move_cartesian(as_pose(grasp + [0, 0, 0.10], quat), check=False)
         return yaw
 
-    def insert_held(self, yaw: float) -> None:
-        """From a lifted peg held at tool yaw ``yaw``: above the hole, align, insert, release,
-        retreat."""
+    def insertion_frame(self, yaw: float) -> tuple[np.ndarray, Any]:
+        """The tool orientation that turns the held peg (grasped at tool yaw ``yaw``) to the
+        hole, and ``tool_for(h)``: the tool position that puts the peg's bottom ``h`` above
+        the block's top on the hole axis (the in-hand pose measured now)."""
         goal: PegGoal = self.base.goal
         turn = _turn_shape(goal.shape)
         state = self.state()
@@ -373,12 +378,23 @@ class PegExpert(ArmExpert):
                                 goal.block_top + bottom_above_top + PEG_LENGTH / 2])
             return peg_pos - r_t @ offset
 
+        return quat_t, tool_for
+
+    def insert_held(self, yaw: float) -> None:
+        """From a lifted peg held at tool yaw ``yaw``: above the hole, align, insert, release,
+        retreat."""
+        quat_t, tool_for = self.insertion_frame(yaw)
         with self.skill("move_to", {"target": "above_hole"}) as s:
             self.planner.detach_object()
             self.sync_planner()
             self.planner.attach_object(OBJECTS[0])
             s["planner"] = self.move_joints(self.ik(as_pose(tool_for(0.04), quat_t),
                                                     check=False))
+        self.align_and_insert(quat_t, tool_for)
+
+    def align_and_insert(self, quat_t: np.ndarray, tool_for: Any) -> None:
+        """Down to 4 mm above the hole, correct the peg-to-hole error (closed loop), insert
+        slowly, release, retreat."""
         with self.skill("align", {}) as s:
             self.move_cartesian(as_pose(tool_for(0.004), quat_t), check=False,
                                 tool_speed=0.05)
@@ -418,17 +434,19 @@ class PegExpert(ArmExpert):
     def recover(self) -> None:
         """Finish the task from a restored failure state.
 
-        Peg held and inserted: release and retreat. Peg held otherwise (typically pressed on
-        the block's top beside the hole, or hovering off its axis): lift it straight up until
-        its bottom is :data:`RECOVERY_CLEARANCE` above the block, then the normal insertion
-        (above the hole, align with the closed-loop correction, insert, release, retreat).
+        Peg held and inserted: release and retreat. Peg held within :data:`RECOVERY_NEAR` of
+        the hole axis (typically pressed on the block's top beside the hole): lift it straight
+        up until its bottom is :data:`RECOVERY_GAP` above the block if it is lower, then the
+        expert's own alignment from there (the closed-loop correction), insert, release,
+        retreat. Peg held farther away: lift it until its bottom is
+        :data:`RECOVERY_CLEARANCE` above the block if it is lower, then the normal insertion
+        (above the hole, align, insert, release, retreat).
         Peg not held but standing: open and back off if the gripper is closed, then the whole
         task.
 
         Raises:
             ExpertError: the peg is tilted (held or standing) or a motion fails.
         """
-        goal: PegGoal = self.base.goal
         state = self.state()
         tracker: PegTracker = self.base.tracker  # type: ignore[assignment]
         peg, tool = state[C.OBS_OBJECT_POSES][0], state[C.OBS_TOOL_POSE]
@@ -445,11 +463,19 @@ class PegExpert(ArmExpert):
                 self.release_and_retreat(tool[:3], quat)
                 return
             self.planner.attach_object(OBJECTS[0])
-            bottom = float(peg[2]) - PEG_LENGTH / 2
-            rise = max(0.02, goal.block_top + RECOVERY_CLEARANCE - bottom)
-            with self.skill("lift", {"height": round(float(tool[2]) + rise, 4)}):
-                self.move_cartesian(as_pose(tool[:3] + [0.0, 0.0, rise], quat), check=False)
-            self.insert_held(yaw)
+            lateral, depth = tracker.deviation(state)
+            gap = -depth                          # the peg's bottom above the block's top
+            near = lateral <= RECOVERY_NEAR
+            rise = (RECOVERY_GAP if near else RECOVERY_CLEARANCE) - gap
+            if rise > 0.001:
+                with self.skill("lift", {"height": round(float(tool[2]) + rise, 4)}):
+                    self.move_cartesian(as_pose(tool[:3] + [0.0, 0.0, rise], quat),
+                                        check=False)
+            if near:
+                # Where the expert itself would be during its alignment: carry on from here.
+                self.align_and_insert(*self.insertion_frame(yaw))
+            else:
+                self.insert_held(yaw)
             return
         if tilt > RECOVERY_MAX_TILT:
             raise ExpertError(f"peg tipped over ({math.degrees(tilt):.1f} degrees): no grasp "
