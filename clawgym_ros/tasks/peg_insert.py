@@ -21,9 +21,11 @@ from clawgym_ros.tasks.world import TaskEnv
 STAGES = ("reach", "grasp", "lift", "align", "insert", "release")
 SKILLS = ("move_to", "approach", "grasp", "lift", "align", "insert", "release", "retreat")
 GRAMMAR = "move_to approach grasp lift move_to align insert release retreat"
-#: A recovery segment from a failure state (:meth:`PegExpert.recover`): a peg still held is
-#: lifted clear and aligned again; a peg standing free is picked again (after letting go and
-#: backing off if the gripper is closed); an inserted peg still held is released.
+#: A recovery segment from a failure state (:meth:`PegExpert.recover`): a peg held far from
+#: the hole is lifted clear (when low) and carried to it; one held near the hole axis is
+#: lifted off the block (when resting on it) and aligned where it is; a peg standing free is
+#: picked again (after letting go and backing off if the gripper is closed); an inserted peg
+#: still held is released.
 RECOVERY = ("(release retreat)? (move_to approach grasp)? lift? move_to align insert release "
             "retreat | lift? align insert release retreat | release retreat")
 #: Largest tilt (rad) of a peg the recovery expert takes on: held (it would jam in the hole)
