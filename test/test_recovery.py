@@ -131,6 +131,9 @@ def test_same_seed_same_dataset_any_worker_count_with_lineage(run_dir):
     assert find_recovery_dataset(ArtifactStore(out), goal) == one.id
     assert find_recovery_dataset(ArtifactStore(out),
                                  dataclasses.replace(goal, seed=10)) is None
+    # Made with other expert options: not the goal's dataset.
+    assert find_recovery_dataset(ArtifactStore(out), dataclasses.replace(
+        goal, options={"timing": "optimal"})) is None
 
 
 def test_bad_input_is_refused_by_name_before_anything_runs(run_dir, tmp_path):

@@ -96,3 +96,18 @@ def test_synthesize_action_across_processes(procs, rclpy_context, tmp_path):
     finally:
         executor.shutdown()
         node.destroy_node()
+
+
+def test_a_recovery_goal_takes_its_expert_options_from_options_json():
+    # A Synthesize goal with from_report runs its recovery episodes with options_json's expert
+    # options (they were ignored), checked like a mixture goal's.
+    from types import SimpleNamespace
+
+    from clawgym_ros.errors import ConfigError
+    from clawgym_ros.nodes.synthesis_node import goal_expert_options
+
+    goal = SimpleNamespace(options_json='{"timing": "optimal", "acceleration_scale": 2}')
+    assert goal_expert_options(goal) == {"timing": "optimal", "acceleration_scale": 2.0}
+    assert goal_expert_options(SimpleNamespace(options_json="")) == {}
+    with pytest.raises(ConfigError, match="options_json.timing"):
+        goal_expert_options(SimpleNamespace(options_json='{"timing": "fast"}'))

@@ -632,7 +632,8 @@ def find_recovery_dataset(store: ArtifactStore, goal: SynthesizeGoal) -> str | N
         gen = (_manifest_json(path / C.FILE_DATASET_INFO) or {}).get("generation") or {}
         if (gen.get("from_report") == report and gen.get("seed") == goal.seed
                 and gen.get("episodes") == goal.episodes
-                and gen.get("calibration", "") == calibration):
+                and gen.get("calibration", "") == calibration
+                and gen.get("options", {}) == dict(goal.options)):
             return path.name
     return None
 

@@ -48,17 +48,23 @@ class SynthesisNodeOptions:
 
 def goal_request(goal: Any, options: SynthesisNodeOptions):
     """Synthesize goal + node options -> SynthRequest (ConfigError names the bad field)."""
-    from clawgym_ros.config import json_object
     from clawgym_ros.orchestration.synthesis import SynthRequest
     from clawgym_ros.synthesis.mixture import MixtureSpec
-    from clawgym_ros.tasks.expert import check_expert_options
 
-    expert = json_object(goal.options_json, "options_json")
     return SynthRequest(out=goal.run_dir or options.run_dir, episodes=int(goal.episodes),
                         seed=int(goal.seed), mixture=MixtureSpec.from_entries(goal.mixture),
                         workers=int(goal.workers) or options.default_workers,
-                        images=bool(goal.record_images),
-                        options=check_expert_options(expert, "options_json."))
+                        images=bool(goal.record_images), options=goal_expert_options(goal))
+
+
+def goal_expert_options(goal: Any) -> dict[str, Any]:
+    """The goal's ``options_json`` as checked expert options (ConfigError names the field);
+    what a ``from_report`` goal's recovery episodes run with, as the mixture episodes do."""
+    from clawgym_ros.config import json_object
+    from clawgym_ros.tasks.expert import check_expert_options
+
+    return check_expert_options(json_object(goal.options_json, "options_json"),
+                                "options_json.")
 
 
 def rejection_msgs(by_reason: dict[str, int]) -> list[RejectionCount]:
@@ -130,7 +136,8 @@ class SynthesisNode(ActionLifecycleNode):
                                    f"report {req.from_report[:12]}, seed {req.seed}, into {out}")
             return synthesize_recovery(out, req.from_report, int(req.episodes), int(req.seed),
                                        int(req.workers) or self.options.default_workers,
-                                       progress=feedback, cancel=cancelled)
+                                       progress=feedback, cancel=cancelled,
+                                       options=goal_expert_options(req))
         request = goal_request(goal_handle.request, self.options)
         self.get_logger().info(f"synthesizing {request.episodes} episodes, seed "
                                f"{request.seed}, into {request.out}")
