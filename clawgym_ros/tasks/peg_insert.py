@@ -452,7 +452,7 @@ class PegExpert(ArmExpert):
         state = self.state()
         tracker: PegTracker = self.base.tracker  # type: ignore[assignment]
         peg, tool = state[C.OBS_OBJECT_POSES][0], state[C.OBS_TOOL_POSE]
-        yaw = _tool_yaw(tool[3:7])
+        yaw = _yaw(tool[3:7])                     # the tool's x axis: top_down_quat's yaw
         quat = top_down_quat(yaw)
         tilt = _tilt(peg[3:])
         self.sync_planner()                       # the planner still has the last episode
@@ -483,18 +483,8 @@ class PegExpert(ArmExpert):
             raise ExpertError(f"peg tipped over ({math.degrees(tilt):.1f} degrees): no grasp "
                               "from above")
         if float(state[C.OBS_GRIPPER][0]) < 0.045:
-            with self.skill("release", {}):
-                self.gripper(0.05, settle=0.1)
-            with self.skill("retreat", {}):
-                self.move_cartesian(as_pose(tool[:3] + [0.0, 0.0, 0.06], quat), check=False)
+            self.release_and_retreat(tool[:3], quat)
         self.insert_held(self.pick())
-
-
-def _tool_yaw(quat: np.ndarray) -> float:
-    """Yaw (rad) of a tool pointing down, as :func:`top_down_quat` takes it: the direction of
-    the tool's x axis in the world's x-y plane."""
-    r = _rot(np.asarray(quat, dtype=np.float64))
-    return math.atan2(float(r[1, 0]), float(r[0, 0]))
 
 
 def _rot(quat: np.ndarray) -> np.ndarray:
