@@ -88,6 +88,17 @@ def test_bad_lever_settings_name_the_field(rl, field):
     assert err.value.field == field
 
 
+def test_lever_mode_must_fit_the_loop_policy():
+    """No mode fine-tunes a policy that reads camera images: a cnn loop's lever says so when
+    the config is read (direct mode, the default, takes over an mlp network only; residual
+    mode's env feeds no images either)."""
+    for options in ({}, {"mode": "residual"}):
+        with pytest.raises(ConfigError) as err:
+            loop_cfg(rl={"share": 0.2, "options": options}, policy="cnn", record_images=True)
+        assert err.value.field == "rl.share" and "no images" in err.value.allowed
+    assert loop_cfg(rl={"share": 0.2}, policy="mlp").rl.enabled
+
+
 def test_plan_spends_a_share_on_rl_only_at_a_plateau_below_target():
     cfg = loop_cfg(rl=LEVER)
     # Rising success: no RL.

@@ -160,4 +160,4 @@ def test_training_targets_are_relative_to_the_previous_action(table, tmp_path):
 
     with pytest.raises(CheckpointError, match="relative_base.*mode=direct"):
         finetune(tmp_path, FinetuneConfig(base_checkpoint=result.checkpoint_id, steps=64,
-                                          seed=0))     # residual (direct: test_rl_finetune)
+                                          seed=0, mode="residual"))   # direct: test_rl_finetune

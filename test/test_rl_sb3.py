@@ -137,10 +137,15 @@ def test_bench_rl_quick_reports_ppo_beside_raw_steps_per_s(capsys):
         assert set(result[table]) == {"1", "2"} and min(result[table].values()) > 0
     # PPO cannot step the env faster than the env alone
     assert max(result["ppo_over_raw"].values()) < 1.0
-    # The fine-tuning path itself (residual and direct; quick: 1 worker), each run beside a
-    # raw env figure of its own, with the PPO settings it ran.
+    # The fine-tuning path itself (direct, the default, and residual, each with its mode's
+    # settings; quick: 1 worker, two rollouts), each run beside a raw env figure of its own.
     speed = result["finetune_throughput"]
-    assert speed["settings"]["n_steps"] == 128 and speed["control_steps_per_run"] == 256
+    assert speed["default_mode"] == "direct" and speed["rollouts_per_run"] == 2
+    assert speed["settings"]["direct"]["value_epochs"] == 10
+    assert speed["settings"]["residual"]["value_epochs"] == 0
+    for mode in ("residual", "direct"):
+        assert speed["settings"][mode]["n_steps"] == 128
+        assert speed["control_steps_per_run"][mode]["1"] >= 256
     for table in ("raw_env_steps_per_s", "steps_per_s", "over_raw", "end_to_end_steps_per_s"):
         assert set(speed[table]) == {"residual", "direct"}
         assert all(set(v) == {"1"} and min(v.values()) > 0 for v in speed[table].values())
@@ -151,9 +156,9 @@ def test_bench_rl_quick_reports_ppo_beside_raw_steps_per_s(capsys):
     # Fine-tuning from BC vs PPO from scratch at the same budget, same held-out seeds.
     tune = result["finetune"]
     assert tune["budget_env_steps"] == 256 and tune["eval_episodes"] == 2
-    for arm in ("bc", "bc_plus_residual_ppo", "ppo_from_scratch"):
+    for arm in ("bc", "bc_plus_rl", "ppo_from_scratch"):
         assert 0.0 <= tune[arm]["success"] <= 1.0
         low, high = tune[arm]["ci95"]
         assert low <= tune[arm]["success"] <= high
-    assert tune["bc_plus_residual_ppo"]["train_episodes"] >= 1
+    assert tune["bc_plus_rl"]["train_episodes"] >= 1 and tune["bc_plus_rl"]["mode"] == "direct"
     assert tune["bc_trained_here"]["demonstrations"] >= 1

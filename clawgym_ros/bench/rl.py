@@ -16,8 +16,8 @@ only contend). Run sizes are in the result.
 
 ``finetune_throughput``: environment steps/s of the fine-tuning path itself, as ``clawgym
 train --finetune rl`` runs it (:func:`clawgym_ros.training.rl.finetune`: the task env with the
-stage-wise reward, the BC policy in the env, SB3 PPO with the fine-tuning defaults), residual
-and direct (``mode=direct``: one PPO step per BC chunk), 1 and 2 workers, each run beside a
+stage-wise reward, the BC policy in the env, SB3 PPO with each mode's defaults), direct (the
+default: one PPO step per BC chunk) and residual, 1 and 2 workers, each run beside a
 raw env measurement taken just before it (``over_raw``: the run's control steps/s over that
 raw figure). The rate is control steps over ``learn``'s wall time (rollouts and updates;
 worker start-up and the checkpoint commit are in ``end_to_end_steps_per_s``). With 1 worker
@@ -25,7 +25,7 @@ everything runs in this process, so ``cpu_over_raw`` (CPU time per step, raw ove
 the same with far less sensitivity to other jobs on the machine.
 
 ``finetune``: the success of a fixed budget of PPO environment steps started from a BC
-checkpoint (residual PPO, :mod:`clawgym_ros.training.rl`, as ``clawgym train --finetune rl``)
+checkpoint (:mod:`clawgym_ros.training.rl` with its defaults, as ``clawgym train --finetune rl``)
 against the same budget of PPO from scratch (``gym.make`` env as is, flat action, dense
 reward), both evaluated deterministically on the same held-out nominal pick_place seeds
 (:data:`EVAL_SEEDS_START`...), beside the BC checkpoint alone. The BC checkpoint is
@@ -47,9 +47,11 @@ EVAL_SEEDS_START = 7_000_000
 BC_DEMOS, BC_STEPS = 40, 3000
 #: Fine-tuning budget (environment steps) and evaluation episodes: full, quick.
 FINETUNE_FULL, FINETUNE_QUICK = (60_000, 30), (256, 2)
-#: Control steps per fine-tuning throughput run (4 PPO updates at 1 worker with the
-#: defaults), and raw env steps measured before each run: full, quick.
-THROUGHPUT_FULL, THROUGHPUT_QUICK = (8192, 3000), (256, 200)
+#: Rollouts per fine-tuning throughput run (the run's control steps: rollouts x the mode's
+#: ``n_steps`` x workers; with direct mode's two critic-only warm-up updates, the third
+#: rollout's update is PPO's), and raw env steps measured before each run: full, quick.
+THROUGHPUT_ROLLOUTS = 3
+THROUGHPUT_FULL, THROUGHPUT_QUICK = (THROUGHPUT_ROLLOUTS, 3000), (2, 200)
 #: Worker counts of the throughput runs: full, quick (2 workers' start-up alone, every
 #: worker importing torch and MuJoCo, outlasts a quick run many times over).
 WORKERS_FULL, WORKERS_QUICK = (1, 2), (1,)
@@ -109,29 +111,34 @@ def _raw_env(env_id: str, steps: int, seed: int) -> tuple[float, float]:
 
 def finetune_throughput(quick: bool, seed: int, checkpoint: str,
                         run_dir: str) -> dict[str, Any]:
-    """Control steps/s of ``clawgym train --finetune rl`` (residual and direct, 1 and 2
-    workers) on pick_place from ``checkpoint``, each beside a raw env figure taken just
-    before it (see the module docstring)."""
+    """Control steps/s of ``clawgym train --finetune rl`` (direct and residual, each with its
+    mode's default settings; 1 and 2 workers) on pick_place from ``checkpoint``, each beside a
+    raw env figure taken just before it (see the module docstring). A run is
+    :data:`THROUGHPUT_ROLLOUTS` rollouts long (``n_steps`` x workers control steps each, so
+    the figure includes the PPO updates in their usual proportion)."""
     from clawgym_ros import constants as C
     from clawgym_ros.artifacts import ArtifactStore
-    from clawgym_ros.training.rl import MODES, FinetuneConfig, finetune
+    from clawgym_ros.training.rl import MODE_DIRECT, MODES, FinetuneConfig, finetune
 
-    steps, raw_steps = THROUGHPUT_QUICK if quick else THROUGHPUT_FULL
+    rollouts, raw_steps = THROUGHPUT_QUICK if quick else THROUGHPUT_FULL
     extra: dict[str, Any] = {**QUICK_PPO, "max_episode_steps": 100} if quick else {}
     checkpoint = ArtifactStore(run_dir).resolve(checkpoint, C.KIND_CHECKPOINT).id
-    probe = FinetuneConfig(base_checkpoint=checkpoint, steps=steps, seed=seed, **extra)
-    settings = {k: probe.to_json()[k] for k in ("n_steps", "batch_size", "n_epochs",
-                                                 "target_kl", "max_episode_steps")}
     out: dict[str, Any] = {"env_id": C.ENV_PICK_PLACE, "checkpoint": checkpoint,
-                           "control_steps_per_run": steps, "raw_steps": raw_steps,
-                           "settings": settings, "raw_env_steps_per_s": {},
-                           "steps_per_s": {}, "over_raw": {}, "end_to_end_steps_per_s": {},
-                           "cpu_over_raw": {}}
+                           "default_mode": MODE_DIRECT, "rollouts_per_run": rollouts,
+                           "raw_steps": raw_steps, "settings": {}, "control_steps_per_run": {},
+                           "raw_env_steps_per_s": {}, "steps_per_s": {}, "over_raw": {},
+                           "end_to_end_steps_per_s": {}, "cpu_over_raw": {}}
     for mode in MODES:
-        for table in ("raw_env_steps_per_s", "steps_per_s", "over_raw",
-                      "end_to_end_steps_per_s"):
+        probe = FinetuneConfig(base_checkpoint=checkpoint, steps=1, seed=seed, mode=mode,
+                               **extra)
+        out["settings"][mode] = {k: getattr(probe, k) for k in (
+            "n_steps", "batch_size", "n_epochs", "target_kl", "value_epochs", "critic_warmup",
+            "max_episode_steps")}
+        for table in ("control_steps_per_run", "raw_env_steps_per_s", "steps_per_s",
+                      "over_raw", "end_to_end_steps_per_s"):
             out[table][mode] = {}
         for workers in WORKERS_QUICK if quick else WORKERS_FULL:
+            steps = rollouts * probe.n_steps * workers
             raw, raw_cpu = _raw_env(C.ENV_PICK_PLACE, raw_steps, seed)
             cfg = FinetuneConfig(base_checkpoint=checkpoint, steps=steps, seed=seed,
                                  workers=workers, mode=mode, **extra)
@@ -139,6 +146,7 @@ def finetune_throughput(quick: bool, seed: int, checkpoint: str,
             tuned = finetune(run_dir, cfg, tensorboard=False)
             total = time.perf_counter() - start
             w = str(workers)
+            out["control_steps_per_run"][mode][w] = tuned.timesteps
             out["raw_env_steps_per_s"][mode][w] = raw
             out["steps_per_s"][mode][w] = round(tuned.steps_per_s, 1)
             out["over_raw"][mode][w] = round(tuned.steps_per_s / raw, 3)
@@ -228,8 +236,8 @@ def _success(act: Any, episodes: int, max_steps: int) -> dict[str, Any]:
 
 
 def bench_finetune(quick: bool, seed: int, checkpoint: str, run_dir: str) -> dict[str, Any]:
-    """Success after a fixed PPO budget from the BC ``checkpoint`` in ``run_dir`` (residual)
-    vs from scratch."""
+    """Success after a fixed PPO budget from the BC ``checkpoint`` in ``run_dir`` (fine-tuning
+    with its defaults) vs from scratch."""
     import gymnasium as gym
     import stable_baselines3 as sb3
     import torch
@@ -259,10 +267,10 @@ def bench_finetune(quick: bool, seed: int, checkpoint: str, run_dir: str) -> dic
                          max_episode_steps=max_steps,
                          **(QUICK_PPO if quick else {}))
     tuned = finetune(run_dir, cfg, tensorboard=False)
-    out["bc_plus_residual_ppo"] = {"checkpoint": tuned.checkpoint_id,
-                                   "train_s": round(time.perf_counter() - start, 1),
-                                   "train_episodes": tuned.episodes,
-                                   **rate(load_policy(store, tuned.checkpoint_id))}
+    out["bc_plus_rl"] = {"checkpoint": tuned.checkpoint_id, "mode": cfg.mode,
+                         "train_s": round(time.perf_counter() - start, 1),
+                         "train_episodes": tuned.episodes,
+                         **rate(load_policy(store, tuned.checkpoint_id))}
     # PPO from scratch, same budget, the env as gym.make gives it.
     start = time.perf_counter()
     threads = torch.get_num_threads()

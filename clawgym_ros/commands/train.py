@@ -49,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="warm start from this checkpoint's weights")
     parser.add_argument("--no-resume", action="store_true",
                         help="start from scratch even if an earlier run can be resumed")
-    rl = parser.add_argument_group("RL fine-tuning (residual PPO over a frozen BC checkpoint)")
+    rl = parser.add_argument_group("RL fine-tuning (PPO on the BC checkpoint's network, or "
+                                   "residual PPO over it with --rl-option mode=residual)")
     rl.add_argument("--finetune", choices=("rl",), default=None,
                     help="fine-tune the --from checkpoint with RL instead of behaviour cloning")
     rl.add_argument("--from", dest="from_checkpoint", metavar="ID",
@@ -59,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     rl.add_argument("--workers", type=int, default=None,
                     help="environment processes, [1, 64] (default 1)")
     rl.add_argument("--rl-option", action="append", default=[], metavar="KEY=VALUE",
-                    help="a fine-tuning setting, e.g. lr=3e-5, residual_scale_joint=0.03 "
+                    help="a fine-tuning setting, e.g. lr=3e-6, mode=residual, exploration=chunk "
                          "(repeatable; docs/notes/rl_finetune.md)")
     rl.add_argument("--progress", action="store_true", help="show a progress bar")
     rl.add_argument("--calibration", metavar="ID", default="",

@@ -364,17 +364,25 @@ class LoopConfig:
         object.__setattr__(self, "freeze_when_functional_met", groups)
 
     def _check_rl_base(self) -> None:
-        """Residual RL cannot fine-tune a command-relative policy (training.rl refuses it): say
-        so when the config is read, not at the iteration the RL lever first fires."""
+        """The RL lever's mode must fit the loop's policy (training.rl refuses the others):
+        direct mode (the default) takes over an ``mlp`` network only, residual mode cannot
+        fine-tune a command-relative policy. Said when the config is read, not at the
+        iteration the lever first fires."""
         from clawgym_ros.training.options import RELATIVE_BASE_COMMAND
+        from clawgym_ros.training.registry import policy_class
+        from clawgym_ros.training.rl import MODE_DIRECT, MODE_RESIDUAL, FinetuneConfig
 
-        if not self.rl.enabled or \
-                self.policy_options.get("relative_base") != RELATIVE_BASE_COMMAND:
+        if not self.rl.enabled:
             return
-        from clawgym_ros.training.rl import MODE_DIRECT, MODE_RESIDUAL
-
-        mode = self.rl.options.get("mode", MODE_RESIDUAL)
-        if mode != MODE_DIRECT:
+        if policy_class(self.policy).uses_image:
+            raise ConfigError("rl.share", self.rl.share, f"0 for a {self.policy} policy (RL "
+                              "fine-tuning takes policies that read the state, no images)")
+        mode = self.rl.options.get("mode", FinetuneConfig.__dataclass_fields__["mode"].default)
+        if mode == MODE_DIRECT and self.policy != C.POLICY_MLP:
+            raise ConfigError("rl.options.mode", mode, f"{MODE_RESIDUAL} for a {self.policy} "
+                              f"policy (direct mode fine-tunes an {C.POLICY_MLP} network only)")
+        if mode != MODE_DIRECT and \
+                self.policy_options.get("relative_base") == RELATIVE_BASE_COMMAND:
             raise ConfigError("rl.options.mode", mode, f"{MODE_DIRECT} for a policy with "
                               "policy_options relative_base: command (residual RL rebases on "
                               "the observation)")

@@ -2,10 +2,15 @@
 envs, in one of two modes (:attr:`FinetuneConfig.mode`), committed as a content-addressed
 checkpoint whose lineage reaches the BC parent.
 
-``residual`` (default): a correction added to the frozen BC policy's action at every control
-step (residual RL), committed as a :mod:`residual <clawgym_ros.training.residual>` checkpoint.
-``direct``: PPO's actor IS the BC network (see :class:`DirectEnv`), committed as a checkpoint
-of the BC policy's own type with the fine-tuned weights.
+``direct`` (default): PPO's actor IS the BC network (see :class:`DirectEnv`), committed as a
+checkpoint of the BC policy's own type with the fine-tuned weights. ``residual``: a correction
+added to the frozen BC policy's action at every control step (residual RL), committed as a
+:mod:`residual <clawgym_ros.training.residual>` checkpoint; the path for state policy types
+direct mode cannot take over (tested with ``mlp`` only; neither mode takes a policy that reads
+camera images). Direct is the default because it is the mode the
+measurements support: its recipe (:data:`MODE_DEFAULTS`) beat its BC start in every seed on
+pick_place, residual never did, and it runs ~3x the control steps/s (one PPO decision per
+action chunk instead of per control step; docs/results/2026-12-05-rl-throughput.md).
 
 Residual mode in detail. The RL observation is the residual network's input (the BC policy's
 normalized observation and its own normalized prediction of the step's action); the RL action
@@ -69,6 +74,17 @@ MODES: tuple[str, ...] = (MODE_RESIDUAL, MODE_DIRECT)
 #: Default log-std of the exploration noise per mode (docs/results/2026-12-05-rl-direct.md:
 #: direct at -3 made its noisy training episodes succeed 0.07-0.14, at -4 0.31-0.39).
 LOG_STD_INIT: dict[str, float] = {MODE_RESIDUAL: -3.0, MODE_DIRECT: -4.0}
+#: Defaults of the settings that depend on the mode (a field left at None takes its mode's).
+#: direct: the recipe that beat its BC start in every seed measured (critic passes before
+#: each update, 20,480-step rollouts, 2,048-step minibatches, lr 3e-6: pick_place 0.77 ->
+#: 0.81, 5 seeds, docs/results/2026-12-06-rl-critic-fit.md); residual: the settings of its
+#: measurements (it never beat its BC start: docs/notes/rl_finetune.md).
+MODE_DEFAULTS: dict[str, dict[str, Any]] = {
+    MODE_RESIDUAL: {"lr": 3e-5, "n_steps": 2048, "batch_size": 256, "value_epochs": 0,
+                    "critic_warmup": 0, "log_std_init": LOG_STD_INIT[MODE_RESIDUAL]},
+    MODE_DIRECT: {"lr": 3e-6, "n_steps": 20480, "batch_size": 2048, "value_epochs": 10,
+                  "critic_warmup": 2, "log_std_init": LOG_STD_INIT[MODE_DIRECT]},
+}
 #: Exploration noise of direct mode (:attr:`FinetuneConfig.exploration`): independent per
 #: element of the action chunk, or one draw per action element shared by the chunk's steps.
 EXPLORATION_STEP = "step"
@@ -83,10 +99,11 @@ DIRECT_ACTION_BOUND = 100.0
 class FinetuneConfig:
     """One RL fine-tuning run (validated on construction; ConfigError names the field).
 
-    The PPO defaults are the most conservative of the settings measured (small exploration
-    noise, small learning rate, updates stopped at a KL of 0.02): the BC policies here fail
-    from joint-target offsets of a few milliradians (docs/notes/rl_finetune.md), so larger
-    exploration or steps undo what the BC policy does right before PPO can learn.
+    The PPO defaults are conservative (small exploration noise, small learning rate, updates
+    stopped at a KL of 0.02): the BC policies here fail from joint-target offsets of a few
+    milliradians (docs/notes/rl_finetune.md), so larger exploration or steps undo what the BC
+    policy does right before PPO can learn. Direct mode's defaults add a critic fitted before
+    each update and long rollouts (:data:`MODE_DEFAULTS`).
     """
 
     base_checkpoint: str
@@ -95,9 +112,10 @@ class FinetuneConfig:
     task: str = C.TASK_PICK_PLACE
     workers: int = 1
     algorithm: str = "ppo"
-    #: ``residual``: PPO learns a correction over the frozen BC policy; ``direct``: PPO's actor
-    #: is the BC network, fine-tuned (see the module docstring)
-    mode: str = MODE_RESIDUAL
+    #: ``direct``: PPO's actor is the BC network, fine-tuned; ``residual``: PPO learns a
+    #: correction over the frozen BC policy (see the module docstring). Settings left at None
+    #: take the mode's default (:data:`MODE_DEFAULTS`).
+    mode: str = MODE_DIRECT
     #: largest correction of a joint target (rad), of the gripper width (m), of a joint
     #: velocity feed-forward (rad/s; 0 = the BC policy's own) and of a base twist element
     residual_scale_joint: float = 0.05
@@ -107,11 +125,13 @@ class FinetuneConfig:
     hidden: tuple[int, ...] = (64, 64)
     max_episode_steps: int = 800
     #: control steps per rollout and worker (SB3's ``n_steps``: with W workers an update
-    #: sees W x n_steps steps); ``batch_size``: control steps per minibatch
-    n_steps: int = 2048
-    batch_size: int = 256
+    #: sees W x n_steps steps; a run of fewer than W x n_steps x (critic_warmup + 1) steps
+    #: uses shorter rollouts so that its actor is updated once); ``batch_size``: control
+    #: steps per minibatch
+    n_steps: int | None = None
+    batch_size: int | None = None
     n_epochs: int = 10
-    lr: float = 3e-5
+    lr: float | None = None
     gamma: float = 0.995
     gae_lambda: float = 0.95
     clip_range: float = 0.1
@@ -137,12 +157,12 @@ class FinetuneConfig:
     #: critic-only passes over each rollout before PPO's update (0 = none), with an Adam
     #: optimizer of their own at ``value_lr``: PPO's KL early stop ends the critic's training
     #: together with the actor's (in direct mode after one minibatch), see :class:`CriticFit`
-    value_epochs: int = 0
+    value_epochs: int | None = None
     #: learning rate of the critic-only passes (``value_epochs`` > 0)
     value_lr: float = 1e-3
     #: the first this many PPO updates train the critic only (the actor stays where it
     #: started until the critic has seen this many rollouts; needs ``value_epochs`` > 0)
-    critic_warmup: int = 0
+    critic_warmup: int | None = None
     #: direct mode's exploration noise: ``step`` = an independent Gaussian per element of the
     #: action chunk (SB3's); ``chunk`` = one Gaussian offset per action element held over the
     #: chunk's steps (``act_dim`` noise dimensions instead of ``chunk x act_dim``), see
@@ -157,6 +177,11 @@ class FinetuneConfig:
         check_int("workers", self.workers, 1, 64)
         check_choice("algorithm", self.algorithm, ALGORITHMS)
         check_choice("mode", self.mode, MODES)
+        for name, value in MODE_DEFAULTS[self.mode].items():
+            if getattr(self, name) is None:
+                # no critic passes asked for (value_epochs=0): no warm-up by default either
+                off = name == "critic_warmup" and not self.value_epochs
+                object.__setattr__(self, name, 0 if off else value)
         check_range("residual_scale_joint", self.residual_scale_joint, 0.0, 1.0)
         check_range("residual_scale_gripper", self.residual_scale_gripper, 0.0, 0.08)
         check_range("residual_scale_velocity", self.residual_scale_velocity, 0.0, 5.0)
@@ -175,8 +200,6 @@ class FinetuneConfig:
         check_range("gae_lambda", self.gae_lambda, 0.0, 1.0)
         check_range("clip_range", self.clip_range, 1e-4, 1.0)
         check_range("target_kl", self.target_kl, 0.0, 10.0)
-        if self.log_std_init is None:
-            object.__setattr__(self, "log_std_init", LOG_STD_INIT[self.mode])
         check_range("log_std_init", self.log_std_init, -10.0, 2.0)
         if not isinstance(self.reward_weights, Mapping):
             raise ConfigError("reward_weights", self.reward_weights, "a mapping term -> weight")
@@ -205,7 +228,7 @@ class FinetuneConfig:
         data["reward_weights"] = dict(sorted(self.reward_weights.items()))
         if not self.calibration:
             del data["calibration"]
-        if self.mode == MODE_RESIDUAL:     # the default: ids of residual runs as before modes
+        if self.mode == MODE_RESIDUAL:     # ids of residual runs as before modes existed
             del data["mode"]
         if not self.bc_steps:              # off: ids of runs as before the regularizer
             for key in ("bc_steps", "bc_batch_size", "bc_lr"):
@@ -447,10 +470,13 @@ def direct_from_checkpoint(ckpt: Any) -> Any:
     _refuse_residual(ckpt)
     spec = ckpt.spec
     if spec.type != C.POLICY_MLP or spec.image_shape is not None:
+        # residual mode takes other state policies (its env feeds no camera images)
+        other = ("" if spec.image_shape is not None
+                 else f": fine-tune it with --rl-option mode={MODE_RESIDUAL}")
         raise ConfigError("mode", MODE_DIRECT, f"a base checkpoint of policy type "
                           f"{C.POLICY_MLP} (state in, action chunk out: the network PPO's actor "
                           f"takes over); checkpoint {ckpt.artifact.id[:12]} is a {spec.type} "
-                          "policy")
+                          f"policy{other}")
     model = ckpt.build_model()
     if type(model) is not MLPPolicy:
         raise ConfigError("mode", MODE_DIRECT, f"a base checkpoint of the built-in "
@@ -850,8 +876,12 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
         critic = CriticFit(cfg) if cfg.value_epochs else None
         policy_cls = (chunk_shared_policy(chunk) if cfg.exploration == EXPLORATION_CHUNK
                       else "MlpPolicy")
+        # A run shorter than its critic warm-up plus one rollout gets shorter rollouts, so
+        # that it updates the actor once (and SB3, which collects whole rollouts, does not run
+        # W x n_steps steps for a smaller budget).
+        rollout = min(cfg.n_steps, -(-cfg.steps // (cfg.workers * (cfg.critic_warmup + 1))))
         model = _ppo_class(sb3, critic, cfg.critic_warmup)(
-            policy_cls, venv, n_steps=max(2, -(-cfg.n_steps // chunk)),
+            policy_cls, venv, n_steps=max(2, -(-rollout // chunk)),
             batch_size=max(2, -(-cfg.batch_size // chunk)),
             n_epochs=cfg.n_epochs, learning_rate=cfg.lr, gamma=cfg.gamma ** chunk,
             gae_lambda=cfg.gae_lambda ** chunk, clip_range=cfg.clip_range,
