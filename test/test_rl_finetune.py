@@ -121,7 +121,12 @@ def test_finetune_commits_a_traceable_checkpoint_that_evaluates(bc_run, capsys):
     # Same seed and worker count, same id (the run trains again: nothing is reused).
     code2, out2, _ = _finetune(capsys, root, base_id)
     assert code2 == 0 and out2 == out
-    # A different seed is a different run.
+    # The default is the measured command's settings spelled out: the same id.
+    recipe = [x for opt in ("mode=direct", "value_epochs=10", "critic_warmup=2", "lr=3e-6")
+              for x in ("--rl-option", opt)]
+    code_r, out_r, _ = _finetune(capsys, root, base_id, *recipe)
+    assert code_r == 0 and out_r == out
+    # Other settings, another run.
     code3, out3, _ = _finetune(capsys, root, base_id, "--rl-option", "lr=0.001")
     assert code3 == 0 and out3 != out
     # The default mode is direct: a checkpoint of the BC policy's own type, with the critic
