@@ -191,11 +191,12 @@ def test_rl_lever_on_a_command_relative_policy_needs_direct_mode():
     than at the iteration where the RL lever first fires."""
     command = {"relative_base": "command"}
     with pytest.raises(ConfigError, match=r"rl\.options\.mode='residual'.*direct"):
-        loop_cfg(policy_options=command, rl={"share": 0.3})
+        loop_cfg(policy_options=command, rl={"share": 0.3, "options": {"mode": "residual"}})
     cfg = loop_cfg(policy_options=command, rl={"share": 0.3, "options": {"mode": "direct"}})
     assert cfg.rl.options == {"mode": "direct"}
+    loop_cfg(policy_options=command, rl={"share": 0.3})      # direct, the default mode
     loop_cfg(policy_options=command)                         # no RL lever: nothing to refuse
-    loop_cfg(rl={"share": 0.3})                              # observation-relative: residual
+    loop_cfg(rl={"share": 0.3, "options": {"mode": "residual"}})   # observation-relative
 
 
 @pytest.mark.ros
