@@ -118,13 +118,13 @@ def finetune_throughput(quick: bool, seed: int, checkpoint: str,
     the figure includes the PPO updates in their usual proportion)."""
     from clawgym_ros import constants as C
     from clawgym_ros.artifacts import ArtifactStore
-    from clawgym_ros.training.rl import MODE_DIRECT, MODES, FinetuneConfig, finetune
+    from clawgym_ros.training.rl import DEFAULT_MODE, MODES, FinetuneConfig, finetune
 
     rollouts, raw_steps = THROUGHPUT_QUICK if quick else THROUGHPUT_FULL
     extra: dict[str, Any] = {**QUICK_PPO, "max_episode_steps": 100} if quick else {}
     checkpoint = ArtifactStore(run_dir).resolve(checkpoint, C.KIND_CHECKPOINT).id
     out: dict[str, Any] = {"env_id": C.ENV_PICK_PLACE, "checkpoint": checkpoint,
-                           "default_mode": MODE_DIRECT, "rollouts_per_run": rollouts,
+                           "default_mode": DEFAULT_MODE, "rollouts_per_run": rollouts,
                            "raw_steps": raw_steps, "settings": {}, "control_steps_per_run": {},
                            "raw_env_steps_per_s": {}, "steps_per_s": {}, "over_raw": {},
                            "end_to_end_steps_per_s": {}, "cpu_over_raw": {}}

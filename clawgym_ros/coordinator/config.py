@@ -370,14 +370,14 @@ class LoopConfig:
         iteration the lever first fires."""
         from clawgym_ros.training.options import RELATIVE_BASE_COMMAND
         from clawgym_ros.training.registry import policy_class
-        from clawgym_ros.training.rl import MODE_DIRECT, MODE_RESIDUAL, FinetuneConfig
+        from clawgym_ros.training.rl import DEFAULT_MODE, MODE_DIRECT, MODE_RESIDUAL
 
         if not self.rl.enabled:
             return
         if policy_class(self.policy).uses_image:
             raise ConfigError("rl.share", self.rl.share, f"0 for a {self.policy} policy (RL "
                               "fine-tuning takes policies that read the state, no images)")
-        mode = self.rl.options.get("mode", FinetuneConfig.__dataclass_fields__["mode"].default)
+        mode = self.rl.options.get("mode", DEFAULT_MODE)
         if mode == MODE_DIRECT and self.policy != C.POLICY_MLP:
             raise ConfigError("rl.options.mode", mode, f"{MODE_RESIDUAL} for a {self.policy} "
                               f"policy (direct mode fine-tunes an {C.POLICY_MLP} network only)")

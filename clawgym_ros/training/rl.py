@@ -71,6 +71,8 @@ ALGORITHMS: tuple[str, ...] = ("ppo",)
 MODE_RESIDUAL = "residual"
 MODE_DIRECT = "direct"
 MODES: tuple[str, ...] = (MODE_RESIDUAL, MODE_DIRECT)
+#: The mode of a run that names none (see the module docstring for why).
+DEFAULT_MODE = MODE_DIRECT
 #: Default log-std of the exploration noise per mode (docs/results/2026-12-05-rl-direct.md:
 #: direct at -3 made its noisy training episodes succeed 0.07-0.14, at -4 0.31-0.39).
 LOG_STD_INIT: dict[str, float] = {MODE_RESIDUAL: -3.0, MODE_DIRECT: -4.0}
@@ -115,7 +117,7 @@ class FinetuneConfig:
     #: ``direct``: PPO's actor is the BC network, fine-tuned; ``residual``: PPO learns a
     #: correction over the frozen BC policy (see the module docstring). Settings left at None
     #: take the mode's default (:data:`MODE_DEFAULTS`).
-    mode: str = MODE_DIRECT
+    mode: str = DEFAULT_MODE
     #: largest correction of a joint target (rad), of the gripper width (m), of a joint
     #: velocity feed-forward (rad/s; 0 = the BC policy's own) and of a base twist element
     residual_scale_joint: float = 0.05
