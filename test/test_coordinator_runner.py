@@ -240,6 +240,22 @@ def test_synthesis_options_reach_every_synthesis_goal_and_are_checked(tmp_path):
     state = LoopRunner(cfg, tmp_path / "run", ToyExecutor()).run()
     goal = state.iterations[0]["goals"]["synthesize"]
     assert goal["options"] == options
+
+    # Recovery synthesis uses the same expert options (a resumed step sends the recorded goal).
+    class RecordedError(RuntimeError):
+        pass
+
+    class RecordingExecutor(ToyExecutor):
+        def synthesize(self, goal, progress):
+            raise RecordedError(goal)
+
+    runner = LoopRunner(cfg, tmp_path / "run", RecordingExecutor())
+    report = state.history[-1]["report_id"]
+    with pytest.raises(RecordedError) as recorded:
+        runner._synthesize_recovery(state, state.iterations[-1], {
+            "recovery_episodes": 3, "seeds": {"recover": 11}, "recovery_report": report})
+    (recovery,) = recorded.value.args
+    assert recovery.from_report == report and recovery.options == options
     for bad, match in (({"timing": "fast"}, "synthesis_options.timing='fast'"),
                        ({"speed": 1}, "synthesis_options.speed"),
                        ({"acceleration_scale": 9}, "synthesis_options.acceleration_scale")):

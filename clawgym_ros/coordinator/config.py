@@ -269,7 +269,7 @@ class LoopConfig:
             default).
         synthesis_options: expert options of every synthesized episode (``timing``,
             ``acceleration_scale``, ``velocity_scale``, ``planning``; as ``clawgym synth
-            --option``); part of the datasets' ids. Recovery synthesis keeps the defaults.
+            --option``); part of the datasets' ids. Recovery synthesis uses them too.
     """
 
     name: str = "loop"

@@ -427,12 +427,15 @@ class LoopRunner:
 
     def _synthesize_recovery(self, state: LoopState, cur: dict, plan: dict) -> LoopState:
         """Recovery demonstrations from the last report's failure states; they count in the
-        iteration's episode budget like ordinary ones."""
+        iteration's episode budget like ordinary ones and come from the same expert (the
+        loop's ``synthesis_options``): a policy should not learn one speed profile from its
+        nominal demonstrations and another from its recoveries."""
         goal = SynthesizeGoal(mixture=(), episodes=plan["recovery_episodes"],
                               seed=plan["seeds"]["recover"], workers=self.cfg.workers,
                               record_images=False, run_dir=str(self.run_dir),
                               from_report=plan["recovery_report"],
-                              calibration_id=self.calibration_of(cur))
+                              calibration_id=self.calibration_of(cur),
+                              options=dict(self.cfg.synthesis_options))
         state = self._start(state, PHASE_SYNTHESIZE, goal)
         dataset_id = find_recovery_dataset(self.store, goal) or \
             self.executor.synthesize(goal, self._progress(state, PHASE_SYNTHESIZE))
