@@ -139,6 +139,13 @@ DIM_GENERALIZATION = "generalization"
 DIM_PREFERENCE = "preference"
 DIMENSIONS: tuple[str, ...] = (DIM_FUNCTIONAL, DIM_ROBUSTNESS, DIM_GENERALIZATION, DIM_PREFERENCE)
 
+# --- Ablation's final evaluation (clawgym ablate; clawgym_ros.coordinator.ablation) -----------
+#: Suite seed of the ablation's final evaluation: episodes no loop steered by (every loop
+#: evaluates with a seed derived from its own loop seed).
+ABLATION_FINAL_SEED = 7777
+#: Episodes per cell of the final evaluation (the loop suites use 6, too few to compare arms).
+ABLATION_FINAL_EPISODES = 20
+
 # --- Evaluation vocabulary (tasks, splits, skill outcomes, stages, modes) ----------------------
 TASK_PICK_PLACE = "pick_place"
 TASK_PEG_INSERT = "peg_insert"

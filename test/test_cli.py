@@ -20,6 +20,19 @@ def test_help_lists_every_subcommand():
         assert name in result.stdout
 
 
+def test_building_the_parser_imports_no_heavy_library():
+    """`clawgym --help` and a refused option (argparse errors) pay only for the parser: no
+    numpy, MuJoCo, torch, Gymnasium, rclpy or SciPy is imported until a handler runs (each
+    test and user invocation of the CLI paid ~1 s for the simulator's import before)."""
+    heavy = ("numpy", "mujoco", "torch", "gymnasium", "rclpy", "scipy")
+    code = ("import sys; from clawgym_ros.cli import build_parser; build_parser(); "
+            f"print(' '.join(m for m in {heavy!r} if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [], result.stdout
+
+
 def test_lineage_of_a_malformed_id_is_one_clear_line(tmp_path):
     result = clawgym("lineage", "not-an-id", "--run-dir", str(tmp_path))
     assert result.returncode != 0

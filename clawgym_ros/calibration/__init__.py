@@ -15,6 +15,7 @@ calibration, a model at fitted values, batched rollouts - lives in ``sim/``
   bias and sensor noise) that records such a log, for tests and benchmarks;
 * :mod:`.fit` - multi-start bounded least squares, intervals and identifiability;
 * :mod:`.artifact` - the ``calibration`` artifact (values, intervals, RMSE, HTML page);
-* :mod:`.apply` - a calibration artifact read from a store and activated (``--calibration ID``);
+* :mod:`.apply` - a calibration artifact read from a store and activated (``--calibration ID``;
+  the option itself: :mod:`.options`);
 * :mod:`.gap` - how much of the sim-to-real gap a calibration closes on the stand-in robot.
 """

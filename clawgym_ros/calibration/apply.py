@@ -60,14 +60,6 @@ def load_calibration(store: ArtifactStore, ref: str) -> SimCalibration:
                                     f"calibration {art_id[:12]} {FILE_JSON}")
 
 
-def add_calibration_argument(parser: Any) -> None:
-    """``--calibration ID`` of the commands that simulate (synth, eval)."""
-    parser.add_argument("--calibration", metavar="ID", default="",
-                        help="run the simulator at this calibration artifact's fitted values "
-                             "(in --out's store; clawgym calibrate); its id joins the ids of "
-                             "what the run makes")
-
-
 def use_calibration(run_dir: Any, ref: str) -> SimCalibration | None:
     """Load calibration ``ref`` of ``run_dir``'s store and activate it (None for ``""``).
 

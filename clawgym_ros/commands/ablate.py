@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from clawgym_ros.coordinator.ablation import FINAL_EPISODES, FINAL_SEED
+from clawgym_ros.constants import ABLATION_FINAL_EPISODES as FINAL_EPISODES
+from clawgym_ros.constants import ABLATION_FINAL_SEED as FINAL_SEED
 
 #: comparison -> its two arms (label, loop mode); the first is the treatment.
 COMPARISONS = {"loop": (("closed", "closed"), ("open", "open")),

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--image-size", type=int, default=0,
                         help="camera image side in pixels for a policy that reads images "
                              "(0 = the size it was trained on; another size is refused)")
-    from clawgym_ros.calibration.apply import add_calibration_argument
+    from clawgym_ros.calibration.options import add_calibration_argument
     from clawgym_ros.ray_executor import add_executor_args
 
     add_calibration_argument(parser)

@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--from-report", metavar="REPORT_ID", default="",
                         help="recovery demonstrations: restart the experts from the failure "
                              "states of this evaluation report (in --out's store)")
-    from clawgym_ros.calibration.apply import add_calibration_argument
+    from clawgym_ros.calibration.options import add_calibration_argument
     from clawgym_ros.ray_executor import add_executor_args
 
     add_calibration_argument(parser)

@@ -82,11 +82,10 @@ def paired_differences(closed: Mapping[int, Mapping[str, Any]],
     return out
 
 
-#: Suite seed of the ablation's final evaluation: episodes no loop steered by (every loop
-#: evaluates with a seed derived from its own loop seed).
-FINAL_SEED = 7777
-#: Episodes per cell of the final evaluation (the loop suites use 6, too few to compare arms).
-FINAL_EPISODES = 20
+#: Suite seed and episodes per cell of the final evaluation (defined in constants, so that the
+#: CLI's parser reads them without importing this module).
+FINAL_SEED = C.ABLATION_FINAL_SEED
+FINAL_EPISODES = C.ABLATION_FINAL_EPISODES
 
 
 def final_suite_yaml(suite_path: str | Path, episodes_per_cell: int) -> str:
