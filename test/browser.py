@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -43,6 +44,9 @@ class Browser:
              "--disable-extensions", "--remote-debugging-port=0",
              f"--user-data-dir={self._profile}", f"--window-size={width},{height}",
              "about:blank"],
+            # Its own temporary files (the singleton socket's org.chromium.Chromium.* folder,
+            # left behind when it is terminated) go into the profile, removed by close().
+            env={**os.environ, "TMPDIR": self._profile},
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         port = None
         deadline = time.monotonic() + timeout
