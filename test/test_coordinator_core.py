@@ -265,6 +265,31 @@ def test_stop_on_targets_and_on_budget():
     assert plan.stop and "training-step budget" in plan.stop_reason
 
 
+def test_stop_at_targets_false_runs_on_with_the_same_steering():
+    """``stop_at_targets: false``: targets met, the loop plans the next iteration (the same
+    mixture, ranges and weights as a loop whose targets are not met would get from this
+    report), says so in the decision, and still stops at its iteration budget; the key is
+    left out of the config's dict at its default (config ids unchanged)."""
+    strong = SyntheticModel(nominal=1.0, drop={"lighting": 0.0, "dynamics": 0.0},
+                            held_out_factor=1.0)
+    cfg = make_cfg(targets={"functional": 0.9}, stop_at_targets=False)
+    plan = next_plan(after_first(cfg), report_for(strong), cfg)
+    assert not plan.stop and plan.stop_reason == ""
+    assert any("stop_at_targets: false" in r for r in plan.decision["reasons"])
+    steering = dataclasses.replace(cfg, targets={"functional": 0.9, "robustness": 2.0})
+    other = next_plan(after_first(steering), report_for(strong), steering)
+    assert (plan.weights, plan.ranges, plan.group_weights) == \
+        (other.weights, other.ranges, other.group_weights)
+    last = dataclasses.replace(cfg, iterations=1)
+    plan = next_plan(after_first(last), report_for(strong), last)
+    assert plan.stop and "iteration budget" in plan.stop_reason
+    assert "stop_at_targets" not in make_cfg().to_dict()
+    assert cfg.to_dict()["stop_at_targets"] is False
+    assert loop_config_from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ConfigError, match="stop_at_targets"):
+        make_cfg(stop_at_targets="no")
+
+
 def test_open_loop_keeps_uniform_mixture_and_ranges():
     cfg = make_cfg(mode=MODE_OPEN)
     state = after_first(cfg)

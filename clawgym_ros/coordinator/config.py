@@ -15,6 +15,7 @@ YAML form (``config/loop/<name>.yaml``; a mapping with one key ``loop``)::
         - {task: pick_place, family: lighting, weight: 1}
       ranges: {lighting: [0.0, 0.4]} # initial ADR intensity range [low, high] per family
       targets: {functional: 0.9, robustness: 0.85}   # stop when every target is met
+      stop_at_targets: true          # false: the targets still steer, the loop runs on
       budget: {episodes: 0, train_steps: 0}          # 0 = iterations x per-iteration amount
       mixture_floor: 0.05            # every cell keeps at least this share
       adr: {widen_threshold: 0.8, narrow_threshold: 0.5, step: 0.1, min_high: 0.1, levels: 2}
@@ -229,7 +230,12 @@ class LoopConfig:
         eval_suite: evaluation suite name or path (absolute after loading from a file).
         mixture: initial cells: ``{task, template, family, difficulty, weight}``.
         ranges: initial intensity range ``[low, high]`` per perturbing family.
-        targets: score per dimension that stops the loop when all are met.
+        targets: score per dimension that stops the loop when all are met (and steers it:
+            functional shortfall, recovery share, freezing).
+        stop_at_targets: stop when every target is met (default). ``false`` keeps the
+            targets' steering but spends every iteration, so that both arms of an ablation
+            train on exactly the budget (a loop report has few episodes per cell: targets met
+            on one can be luck).
         budget: total episodes / training steps.
         mode: ``closed`` (steer) or ``open`` (uniform fixed mixture: ablation baseline).
         mixture_floor: minimum share of every cell.
@@ -281,6 +287,7 @@ class LoopConfig:
     mixture: tuple[dict, ...] = ()
     ranges: dict = dataclasses.field(default_factory=dict)
     targets: dict = dataclasses.field(default_factory=dict)
+    stop_at_targets: bool = True
     budget: BudgetConfig = dataclasses.field(default_factory=BudgetConfig)
     mode: str = MODE_CLOSED
     mixture_floor: float = 0.05
@@ -327,7 +334,7 @@ class LoopConfig:
         check_range("group_weight_gain", self.group_weight_gain, 0.0, 100.0)
         check_range("max_group_weight", self.max_group_weight, 1.0, 1000.0)
         check_policy_name(self.policy)
-        for name in ("warm_start", "accumulate", "record_images"):
+        for name in ("warm_start", "accumulate", "record_images", "stop_at_targets"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, getattr(self, name), "true or false")
         from clawgym_ros.coordinator.visual import check_record_images
@@ -469,9 +476,9 @@ class LoopConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (what :func:`loop_config_from_dict` reads back); ``policy_options``,
-        ``rl``, ``calibration``, ``transfer``, ``distill`` and ``synthesis_options`` only
-        when set (a loop without them has the config artifact id it had before they existed,
-        so its run directory still resumes)."""
+        ``rl``, ``calibration``, ``transfer``, ``distill``, ``synthesis_options`` and
+        ``stop_at_targets`` only when set (a loop without them has the config artifact id it
+        had before they existed, so its run directory still resumes)."""
         from clawgym_ros.config import to_dict
 
         data = to_dict(self)
@@ -488,6 +495,8 @@ class LoopConfig:
             del data["distill"]
         if not data["synthesis_options"]:
             del data["synthesis_options"]
+        if data["stop_at_targets"]:
+            del data["stop_at_targets"]
         return data
 
 
