@@ -32,7 +32,8 @@ TOKENS = [b"&a ", b"*a", b"!!python/object:os.system", b"!!binary", b"\x00", b"\
           b"\xef\xbb\xbf", b"\r", b"\xc3(", b"1: ", b"on: "]
 
 
-def loaders() -> list[tuple[str, bytes, Callable[[Path], object]]]:
+def loaders() -> list[tuple[str, bytes, Callable[[Path], object], Path | None]]:
+    """(file name, bytes, loader, the shipped file it came from or None) per input."""
     from clawgym_ros.coordinator.config import load_loop_config
     from clawgym_ros.evaluation.preference import load_judgments
     from clawgym_ros.evaluation.suites import load_suite
@@ -42,15 +43,16 @@ def loaders() -> list[tuple[str, bytes, Callable[[Path], object]]]:
     out = []
     for folder, load in (("config/loop", load_loop_config), ("config/suites", load_suite),
                          ("config/loop/suites", load_suite)):
-        out += [(p.name, p.read_bytes(), load) for p in sorted((ROOT / folder).glob("*.yaml"))]
+        out += [(p.name, p.read_bytes(), load, p)
+                for p in sorted((ROOT / folder).glob("*.yaml"))]
     out += [
         ("mixture.yaml", b"mixture:\n- {task: pick_place, template: cube, family: lighting, "
-                         b"intensity: 0.5, weight: 2}\n", load_mixture),
-        ("weights.yaml", b"trunk: 2.0\nhead: 0.5\n", load_group_weights),
+                         b"intensity: 0.5, weight: 2}\n", load_mixture, None),
+        ("weights.yaml", b"trunk: 2.0\nhead: 0.5\n", load_group_weights, None),
         ("judgments.csv", b"item_a,item_b,preferred,rater\nx,y,a,r\ny,z,tie,r\n",
-         load_judgments),
+         load_judgments, None),
         ("judgments.json", b'{"judgments": [{"item_a": "x", "item_b": "y", "preferred": "b"}]}',
-         load_judgments),
+         load_judgments, None),
     ]
     return out
 
@@ -99,10 +101,7 @@ def warm_up(cases, tmp_path: Path) -> None:
     loop config's RL lever, plugin entry points) are paid before the timed loads: the time
     limit is there to catch a hang or a parse blow-up, not the first import on a busy
     machine (3.6 s once, with a test suite running beside it)."""
-    shipped = {p.name: p for folder in ("config/loop", "config/suites", "config/loop/suites")
-               for p in (ROOT / folder).glob("*.yaml")}
-    for name, data, load in cases:
-        path = shipped.get(name)
+    for name, data, load, path in cases:
         if path is None:
             path = tmp_path / name
             path.write_bytes(data)
@@ -128,7 +127,7 @@ def test_mutated_configs_load_or_fail_with_one_clawgym_error(tmp_path, level):
     cases = loaders()
     warm_up(cases, tmp_path)
     for _ in range(N):
-        name, data, load = rng.choice(cases)
+        name, data, load, _ = rng.choice(cases)
         if level == "values":
             doc = (json.loads(data) if name.endswith(".json") else
                    yaml.safe_load(data) if not name.endswith(".csv") else None)

@@ -19,8 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from clawgym_ros.constants import ABLATION_FINAL_EPISODES as FINAL_EPISODES
-from clawgym_ros.constants import ABLATION_FINAL_SEED as FINAL_SEED
+from clawgym_ros import constants as C
 
 #: comparison -> its two arms (label, loop mode); the first is the treatment.
 COMPARISONS = {"loop": (("closed", "closed"), ("open", "open")),
@@ -40,11 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="iterations per loop (default: the config's)")
     parser.add_argument("--out", default="runs/ablate", metavar="DIR",
                         help="output folder (default: runs/ablate)")
-    parser.add_argument("--final-episodes", type=int, default=FINAL_EPISODES, metavar="N",
+    parser.add_argument("--final-episodes", type=int, default=C.ABLATION_FINAL_EPISODES,
+                        metavar="N",
                         help="episodes per cell of the final evaluation of both arms' last "
-                             f"checkpoints (default {FINAL_EPISODES}; 0 = skip it)")
-    parser.add_argument("--final-seed", type=int, default=FINAL_SEED, metavar="S",
-                        help=f"suite seed of the final evaluation (default {FINAL_SEED})")
+                             f"checkpoints (default {C.ABLATION_FINAL_EPISODES}; 0 = skip it)")
+    parser.add_argument("--final-seed", type=int, default=C.ABLATION_FINAL_SEED, metavar="S",
+                        help="suite seed of the final evaluation (default "
+                             f"{C.ABLATION_FINAL_SEED})")
     parser.add_argument("--compare", choices=sorted(COMPARISONS), default="loop",
                         help="loop: closed vs open loop (default); rl: closed loop with the "
                              "config's RL lever (bc+rl) vs without it (bc), equal simulated "
@@ -60,7 +61,6 @@ def _calibration(out: Path, ref: str, source: Path):
     """
     if not ref:
         return None
-    from clawgym_ros import constants as C
     from clawgym_ros.artifacts import ArtifactStore
     from clawgym_ros.errors import ArtifactError, ConfigError
 
@@ -190,7 +190,6 @@ def _final_scores(run_dir: Path, checkpoint_id: str, suite: Path, seed: int,
                   workers: int) -> dict:
     """Scores of ``checkpoint_id`` on the final suite (in process; a report of the same
     checkpoint, suite and seed already in ``run_dir`` is reused, so a rerun resumes)."""
-    from clawgym_ros import constants as C
     from clawgym_ros.artifacts import ArtifactStore
     from clawgym_ros.coordinator.runner import EvaluateGoal, find_report, read_report
     from clawgym_ros.evaluation.config import EvalConfig

@@ -8,8 +8,8 @@ Student t interval (df = K - 1) and a seeded percentile bootstrap interval over 
 Two comparisons: the loops' own last reports (the suite the closed loop steered by: 6
 episodes per cell in the pick_place loops), and a final evaluation of both arms' last
 checkpoints on the same suite with more episodes and a seed no loop used
-(:data:`FINAL_EPISODES`, :data:`FINAL_SEED`): the closed loop's decisions were taken on the
-first, so only the second is free of selection on its episodes.
+(``constants.ABLATION_FINAL_EPISODES``, ``constants.ABLATION_FINAL_SEED``): the closed loop's
+decisions were taken on the first, so only the second is free of selection on its episodes.
 """
 
 from __future__ import annotations
@@ -80,12 +80,6 @@ def paired_differences(closed: Mapping[int, Mapping[str, Any]],
             entry.update(mean_diff=None, t_ci=[None, None], bootstrap_ci=[None, None])
         out[dim] = entry
     return out
-
-
-#: Suite seed and episodes per cell of the final evaluation (defined in constants, so that the
-#: CLI's parser reads them without importing this module).
-FINAL_SEED = C.ABLATION_FINAL_SEED
-FINAL_EPISODES = C.ABLATION_FINAL_EPISODES
 
 
 def final_suite_yaml(suite_path: str | Path, episodes_per_cell: int) -> str:

@@ -411,9 +411,9 @@ def _stop(state: LoopState, report: Mapping[str, Any] | None, cfg: LoopConfig
             met.append(ok)
             shown = "not measured" if value is None else f"{value:.3f}"
             reasons.append(f"target {dim} >= {target:g}: {shown} ({'met' if ok else 'not met'})")
-        if all(met) and cfg.stop_at_targets:
-            return True, "targets met", reasons
         if all(met):
+            if cfg.stop_at_targets:
+                return True, "targets met", reasons
             reasons.append("targets met; the loop runs on (stop_at_targets: false)")
     if state.iteration >= cfg.iterations:
         return True, f"iteration budget spent ({state.iteration}/{cfg.iterations})", reasons
