@@ -145,6 +145,14 @@ DIMENSIONS: tuple[str, ...] = (DIM_FUNCTIONAL, DIM_ROBUSTNESS, DIM_GENERALIZATIO
 ABLATION_FINAL_SEED = 7777
 #: Episodes per cell of the final evaluation (the loop suites use 6, too few to compare arms).
 ABLATION_FINAL_EPISODES = 20
+#: The design's headline figures after 12 closed-loop iterations, against which `clawgym
+#: ablate` sets its final evaluation (issue "the 12-iteration evidence run"): closed - open
+#: functional success relative to the open loop's, the closed loop's generalization (held-out /
+#: in-distribution success) over the open loop's, and the closed loop's stability under
+#: combined lighting + sensor noise (combined-cell success / nominal success).
+DESIGN_FUNCTIONAL_GAIN = 0.224
+DESIGN_GENERALIZATION_RATIO = 1.8
+DESIGN_COMBINED_STABILITY = 0.867
 
 # --- Evaluation vocabulary (tasks, splits, skill outcomes, stages, modes) ----------------------
 TASK_PICK_PLACE = "pick_place"

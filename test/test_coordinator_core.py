@@ -350,6 +350,54 @@ def test_paired_differences_intervals():
     assert len(format_table(result)) == 5
 
 
+def _records(nominal, combined, other, held_out, n=10):
+    """Per-episode records of one final report: n episodes per group, the first k successes."""
+    recs = []
+    for family, split, k in (("none", "train", nominal), ("lighting+sensor_noise", "train",
+                                                           combined),
+                             ("sensor_noise", "train", other), ("none", "held_out", held_out)):
+        recs += [{"split": split, "family": family, "success": i < k} for i in range(n)]
+    return recs
+
+
+def test_design_figures_pool_the_seeds_and_bootstrap_them():
+    from clawgym_ros.coordinator.ablation import (
+        cell_counts,
+        design_figures,
+        format_design_figures,
+    )
+
+    counts = cell_counts(_records(8, 6, 7, 2))
+    assert counts == {"nominal": [8, 10], "combined": [6, 10], "in_distribution": [21, 30],
+                      "held_out": [2, 10]}
+    closed = {0: cell_counts(_records(9, 8, 8, 2)), 1: cell_counts(_records(7, 7, 7, 1))}
+    open_ = {0: cell_counts(_records(6, 4, 6, 1)), 1: cell_counts(_records(6, 5, 6, 0)),
+             2: cell_counts(_records(1, 1, 1, 1))}           # seed 2: open arm only, left out
+    f = design_figures(closed, open_)
+    assert f["counts"]["seeds"] == [0, 1]
+    assert f["functional_gain"]["value"] == pytest.approx(16 / 12 - 1)
+    assert f["generalization_ratio"]["value"] == pytest.approx((3 / 46) / (1 / 33))
+    assert f["combined_stability"]["value"] == pytest.approx(15 / 16)
+    assert f["combined_stability"]["open_value"] == pytest.approx(9 / 12)
+    for name, bar in (("functional_gain", 0.224), ("generalization_ratio", 1.8),
+                      ("combined_stability", 0.867)):
+        e = f[name]
+        assert e["bar"] == bar and e["met"] is True
+        lo, hi = e["bootstrap_ci"]
+        assert lo <= e["value"] <= hi and 0 <= e["share_at_bar"] <= 1
+    assert design_figures(closed, open_) == f                # seeded: the same twice
+    # No held-out success in the open arm: the ratio has no value, it is not "met"
+    none = design_figures({0: cell_counts(_records(5, 5, 5, 3))},
+                          {0: cell_counts(_records(5, 5, 5, 0))})
+    assert none["generalization_ratio"]["value"] is None
+    assert none["generalization_ratio"]["met"] is False
+    assert none["combined_stability"]["value"] == pytest.approx(1.0)
+    lines = format_design_figures(none)
+    assert len(lines) == 4 and "n/a" in lines[2] and "+22.4%" in lines[1]
+    with pytest.raises(ValueError, match="at least one seed"):
+        design_figures({0: counts}, {1: counts})
+
+
 def test_final_suite_yaml_keeps_the_cells_with_more_episodes(tmp_path):
     import yaml
 

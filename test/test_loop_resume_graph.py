@@ -366,6 +366,11 @@ def test_ablate_runs_both_arms_and_a_final_evaluation(tmp_path, capsys):
         assert report["functional"]["n"] == 3          # 3 nominal training-template episodes
     assert set(final["differences"]) == {"functional", "robustness", "generalization",
                                          "preference"}
+    figures = final["design_figures"]                   # the design's bars, from the records
+    assert figures["counts"]["closed"]["nominal"][1] == 3
+    assert figures["counts"]["closed"]["held_out"][1] == 3   # the held-out cylinder's cell
+    assert set(figures) >= {"functional_gain", "generalization_ratio", "combined_stability"}
+    assert "the design's figures" in printed
     reports = sorted((out / "seed0" / "closed" / "artifacts" / "report").iterdir())
     assert main(argv) == 0                             # resumes: nothing is recomputed
     assert sorted((out / "seed0" / "closed" / "artifacts" / "report").iterdir()) == reports

@@ -89,7 +89,10 @@ def _copy_artifact(artifact, run_dir: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     from clawgym_ros.commands.loop import StatusView, workers_for
     from clawgym_ros.coordinator.ablation import (
+        cell_counts,
+        design_figures,
         final_suite_yaml,
+        format_design_figures,
         format_table,
         paired_differences,
     )
@@ -155,10 +158,12 @@ def run(args: argparse.Namespace) -> int:
     if final_suite is not None:
         suite_path = out / "final_suite.yaml"
         atomic_write_text(suite_path, final_suite)
-        scores = {mode: {seed: _final_scores(out / f"seed{seed}" / mode, ckpt, suite_path,
-                                             args.final_seed, cfg.workers)
-                         for seed, ckpt in checkpoints[mode].items()}
-                  for mode in labels}
+        reports = {mode: {seed: _final_report(out / f"seed{seed}" / mode, ckpt, suite_path,
+                                              args.final_seed, cfg.workers)
+                          for seed, ckpt in checkpoints[mode].items()}
+                   for mode in labels}
+        scores = {mode: {seed: r["scores"] for seed, r in by_seed.items()}
+                  for mode, by_seed in reports.items()}
         final = paired_differences(scores[labels[0]], scores[labels[1]])
         data["final"] = {"suite": str(suite_path), "seed": args.final_seed,
                          "episodes_per_cell": args.final_episodes, "checkpoints": checkpoints,
@@ -166,6 +171,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"final evaluation of the last checkpoints ({args.final_episodes} episodes per "
               f"cell, suite seed {args.final_seed}):")
         print("\n".join(format_table(final, labels)))
+        if args.compare == "loop":
+            counts = {mode: {seed: cell_counts(r["per_episode"]) for seed, r in by_seed.items()}
+                      for mode, by_seed in reports.items()}
+            figures = design_figures(counts["closed"], counts["open"])
+            data["final"]["design_figures"] = figures
+            print("the design's figures on the final evaluation (pooled over seeds, bootstrap "
+                  "over seeds):")
+            print("\n".join(format_design_figures(figures)))
     atomic_write_json(out / "ablation.json", data)
     print(out / "ablation.json")
     return 0
@@ -186,9 +199,9 @@ def _without_rl(config: Path, out: Path) -> Path:
     return out
 
 
-def _final_scores(run_dir: Path, checkpoint_id: str, suite: Path, seed: int,
+def _final_report(run_dir: Path, checkpoint_id: str, suite: Path, seed: int,
                   workers: int) -> dict:
-    """Scores of ``checkpoint_id`` on the final suite (in process; a report of the same
+    """The report of ``checkpoint_id`` on the final suite (in process; a report of the same
     checkpoint, suite and seed already in ``run_dir`` is reused, so a rerun resumes)."""
     from clawgym_ros.artifacts import ArtifactStore
     from clawgym_ros.coordinator.runner import EvaluateGoal, find_report, read_report
@@ -208,7 +221,7 @@ def _final_scores(run_dir: Path, checkpoint_id: str, suite: Path, seed: int,
               f"checkpoint {checkpoint_id[:12]}", file=sys.stderr)
         report_id = run_evaluation(cfg, PolicySource.parse(checkpoint_id, str(run_dir)),
                                    run_dir).report_id
-    return read_report(store, report_id)["scores"]
+    return read_report(store, report_id)
 
 
 def load_ablation(path: str | Path) -> dict:

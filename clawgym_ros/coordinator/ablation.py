@@ -10,12 +10,16 @@ episodes per cell in the pick_place loops), and a final evaluation of both arms'
 checkpoints on the same suite with more episodes and a seed no loop used
 (``constants.ABLATION_FINAL_EPISODES``, ``constants.ABLATION_FINAL_SEED``): the closed loop's
 decisions were taken on the first, so only the second is free of selection on its episodes.
+
+On the final evaluation :func:`design_figures` also computes the design's three headline
+figures (``constants.DESIGN_*``) from the reports' per-episode records, pooled over seeds with
+a paired bootstrap over seeds, each beside its bar.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +84,132 @@ def paired_differences(closed: Mapping[int, Mapping[str, Any]],
             entry.update(mean_diff=None, t_ci=[None, None], bootstrap_ci=[None, None])
         out[dim] = entry
     return out
+
+
+#: The groups of episodes the design's figures use (:func:`cell_counts`).
+GROUPS: tuple[str, ...] = ("nominal", "combined", "in_distribution", "held_out")
+
+
+def cell_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, list[int]]:
+    """``{group: [successes, episodes]}`` of a report's per-episode records: ``nominal``
+    (training templates, no perturbation), ``combined`` (training templates, cells that combine
+    two or more perturbation families, e.g. lighting + sensor noise), ``in_distribution``
+    (every training-template cell) and ``held_out`` (held-out templates)."""
+    counts = {group: [0, 0] for group in GROUPS}
+    for rec in records:
+        if rec["split"] == C.SPLIT_TRAIN:
+            groups = ["in_distribution"]
+            if rec["family"] == C.FAMILY_NONE:
+                groups.append("nominal")
+            elif "+" in rec["family"]:
+                groups.append("combined")
+        else:
+            groups = ["held_out"]
+        for group in groups:
+            counts[group][0] += bool(rec["success"])
+            counts[group][1] += 1
+    return counts
+
+
+def _rate(counts: np.ndarray, group: str) -> np.ndarray:
+    """Success rate of ``group`` from summed counts ``[..., group, (successes, episodes)]``
+    (nan where the group has no episode)."""
+    pair = counts[..., GROUPS.index(group), :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return pair[..., 0] / pair[..., 1]
+
+
+def _figures(closed: np.ndarray, open_: np.ndarray) -> dict[str, np.ndarray]:
+    """The design's figures from seed-summed counts of both arms (any leading shape)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {
+            "functional_gain": _rate(closed, "nominal") / _rate(open_, "nominal") - 1.0,
+            "generalization_ratio": ((_rate(closed, "held_out") / _rate(closed, "in_distribution"))
+                                     / (_rate(open_, "held_out")
+                                        / _rate(open_, "in_distribution"))),
+            "combined_stability": _rate(closed, "combined") / _rate(closed, "nominal"),
+            "open_combined_stability": _rate(open_, "combined") / _rate(open_, "nominal"),
+        }
+
+
+#: figure -> its bar (the design's value, ``constants.DESIGN_*``)
+DESIGN_BARS: dict[str, float] = {"functional_gain": C.DESIGN_FUNCTIONAL_GAIN,
+                                 "generalization_ratio": C.DESIGN_GENERALIZATION_RATIO,
+                                 "combined_stability": C.DESIGN_COMBINED_STABILITY}
+
+
+def design_figures(closed: Mapping[int, Mapping[str, Sequence[int]]],
+                   open_: Mapping[int, Mapping[str, Sequence[int]]], seed: int = 0,
+                   samples: int = 10000, confidence: float = 0.95) -> dict[str, Any]:
+    """The design's three figures, closed arm against open arm, from per-seed
+    :func:`cell_counts` of the final evaluation; counts are pooled over the seeds both arms
+    have (a ratio of sums), and the interval is a percentile bootstrap resampling those seeds
+    with their pairs.
+
+    Returns:
+        ``{figure: {"value", "bootstrap_ci", "share_at_bar", "bar", "met"}}`` for
+        ``functional_gain`` (closed / open nominal success - 1), ``generalization_ratio``
+        (closed held-out / in-distribution success over the open arm's) and
+        ``combined_stability`` (closed combined-cell / nominal success; ``open_value``: the
+        open arm's), plus ``"counts"``: the pooled counts per arm. A figure the suite cannot
+        give (no combined cell, no held-out template, a zero denominator) has value None and
+        ``met`` False; ``share_at_bar`` is the share of resamples at or above the bar (those
+        with a defined figure).
+    """
+    seeds = sorted(set(closed) & set(open_))
+    if not seeds:
+        raise ValueError("design_figures needs at least one seed present in both arms")
+
+    def table(arm):
+        return np.array([[arm[s][g] for g in GROUPS] for s in seeds], dtype=float)
+
+    c, o = table(closed), table(open_)
+    point = _figures(c.sum(axis=0), o.sum(axis=0))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(seeds), size=(samples, len(seeds)))
+    boot = _figures(c[idx].sum(axis=1), o[idx].sum(axis=1))
+    alpha = (1 - confidence) / 2
+    out: dict[str, Any] = {}
+    for name, bar in DESIGN_BARS.items():
+        value = float(point[name])
+        defined = boot[name][np.isfinite(boot[name])]
+        entry: dict[str, Any] = {"value": value if math.isfinite(value) else None, "bar": bar}
+        if len(defined):
+            entry["bootstrap_ci"] = [float(np.quantile(defined, alpha)),
+                                     float(np.quantile(defined, 1 - alpha))]
+            entry["share_at_bar"] = float(np.mean(defined >= bar))
+        else:
+            entry.update(bootstrap_ci=[None, None], share_at_bar=None)
+        entry["met"] = entry["value"] is not None and entry["value"] >= bar
+        out[name] = entry
+    open_stab = float(point["open_combined_stability"])
+    out["combined_stability"]["open_value"] = open_stab if math.isfinite(open_stab) else None
+    out["counts"] = {label: {g: [int(v) for v in arm.sum(axis=0)[i]]
+                             for i, g in enumerate(GROUPS)}
+                     for label, arm in (("closed", c), ("open", o))}
+    out["counts"]["seeds"] = seeds
+    return out
+
+
+def format_design_figures(figures: Mapping[str, Any]) -> list[str]:
+    """Text lines: each design figure, its bootstrap interval and its bar, met or not."""
+    def show(name, v):
+        if v is None:
+            return "n/a"
+        return f"{v:+.1%}" if name == "functional_gain" else f"{v:.3f}"
+
+    lines = [f"{'figure':<21} {'value':>8}  {'95% bootstrap CI':<21} {'bar':>7}  point >= bar"]
+    for name, bar in DESIGN_BARS.items():
+        e = figures[name]
+        lo, hi = e["bootstrap_ci"]
+        ci = f"[{show(name, lo)}, {show(name, hi)}]"
+        holds = ("yes" if e["met"] else "no") + (
+            f" ({e['share_at_bar']:.0%} of resamples at the bar)"
+            if e["share_at_bar"] is not None else "")
+        extra = (f"  open {show(name, e['open_value'])}" if "open_value" in e else "")
+        lines.append(f"{name:<21} {show(name, e['value']):>8}  {ci:<21} {show(name, bar):>7}  "
+                     f"{holds}{extra}")
+    return lines
 
 
 def final_suite_yaml(suite_path: str | Path, episodes_per_cell: int) -> str:
