@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -384,7 +385,8 @@ def test_design_figures_pool_the_seeds_and_bootstrap_them():
         e = f[name]
         assert e["bar"] == bar and e["met"] is True
         lo, hi = e["bootstrap_ci"]
-        assert lo <= e["value"] <= hi and 0 <= e["share_at_bar"] <= 1
+        assert lo <= e["value"] and (hi is None or e["value"] <= hi)   # None: unbounded
+        assert 0 <= e["share_at_bar"] <= 1
     assert design_figures(closed, open_) == f                # seeded: the same twice
     # No held-out success in the open arm: the ratio has no value, it is not "met"
     none = design_figures({0: cell_counts(_records(5, 5, 5, 3))},
@@ -394,6 +396,15 @@ def test_design_figures_pool_the_seeds_and_bootstrap_them():
     assert none["combined_stability"]["value"] == pytest.approx(1.0)
     lines = format_design_figures(none)
     assert len(lines) == 4 and "n/a" in lines[2] and "+22.4%" in lines[1]
+    # One seed whose open arm never succeeds held out: resamples of that seed alone have an
+    # infinite ratio, above the bar; the interval's upper end is unbounded (None, JSON-safe)
+    three, none_held = cell_counts(_records(5, 5, 5, 3)), cell_counts(_records(5, 5, 5, 0))
+    mixed = design_figures({0: three, 1: three}, {0: none_held, 1: three})
+    gen = mixed["generalization_ratio"]
+    assert gen["value"] == pytest.approx(2.0) and gen["bootstrap_ci"][1] is None
+    assert 0.2 < gen["share_at_bar"] < 1.0                  # 1/4 of resamples inf, 1/2 at 2.0
+    json.dumps(mixed, allow_nan=False)
+    assert "inf]" in format_design_figures(mixed)[2]
     with pytest.raises(ValueError, match="at least one seed"):
         design_figures({0: counts}, {1: counts})
 

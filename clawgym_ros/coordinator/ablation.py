@@ -132,6 +132,11 @@ def _figures(closed: np.ndarray, open_: np.ndarray) -> dict[str, np.ndarray]:
         }
 
 
+def _finite(x: float) -> float | None:
+    """``x`` as a float, None where it is not finite (an unbounded interval end)."""
+    return float(x) if math.isfinite(x) else None
+
+
 #: figure -> its bar (the design's value, ``constants.DESIGN_*``)
 DESIGN_BARS: dict[str, float] = {"functional_gain": C.DESIGN_FUNCTIONAL_GAIN,
                                  "generalization_ratio": C.DESIGN_GENERALIZATION_RATIO,
@@ -154,7 +159,8 @@ def design_figures(closed: Mapping[int, Mapping[str, Sequence[int]]],
         open arm's), plus ``"counts"``: the pooled counts per arm. A figure the suite cannot
         give (no combined cell, no held-out template, a zero denominator) has value None and
         ``met`` False; ``share_at_bar`` is the share of resamples at or above the bar (those
-        with a defined figure).
+        with a figure; an infinite ratio counts as above), an interval end None where it is
+        unbounded.
     """
     seeds = sorted(set(closed) & set(open_))
     if not seeds:
@@ -172,11 +178,14 @@ def design_figures(closed: Mapping[int, Mapping[str, Sequence[int]]],
     out: dict[str, Any] = {}
     for name, bar in DESIGN_BARS.items():
         value = float(point[name])
-        defined = boot[name][np.isfinite(boot[name])]
+        # A resample whose open arm never succeeds held out while the closed arm does has an
+        # infinite ratio: above any bar, kept; one with nothing to divide (nan) is left out.
+        defined = boot[name][~np.isnan(boot[name])]
         entry: dict[str, Any] = {"value": value if math.isfinite(value) else None, "bar": bar}
         if len(defined):
-            entry["bootstrap_ci"] = [float(np.quantile(defined, alpha)),
-                                     float(np.quantile(defined, 1 - alpha))]
+            with np.errstate(invalid="ignore"):          # inf - inf between two inf ends: nan
+                ends = np.quantile(defined, [alpha, 1 - alpha])
+            entry["bootstrap_ci"] = [_finite(ends[0]), _finite(ends[1])]
             entry["share_at_bar"] = float(np.mean(defined >= bar))
         else:
             entry.update(bootstrap_ci=[None, None], share_at_bar=None)
@@ -202,7 +211,7 @@ def format_design_figures(figures: Mapping[str, Any]) -> list[str]:
     for name, bar in DESIGN_BARS.items():
         e = figures[name]
         lo, hi = e["bootstrap_ci"]
-        ci = f"[{show(name, lo)}, {show(name, hi)}]"
+        ci = f"[{show(name, lo)}, {'inf' if hi is None and lo is not None else show(name, hi)}]"
         holds = ("yes" if e["met"] else "no") + (
             f" ({e['share_at_bar']:.0%} of resamples at the bar)"
             if e["share_at_bar"] is not None else "")
