@@ -177,11 +177,10 @@ def design_figures(closed: Mapping[int, Mapping[str, Sequence[int]]],
     alpha = (1 - confidence) / 2
     out: dict[str, Any] = {}
     for name, bar in DESIGN_BARS.items():
-        value = float(point[name])
         # A resample whose open arm never succeeds held out while the closed arm does has an
         # infinite ratio: above any bar, kept; one with nothing to divide (nan) is left out.
         defined = boot[name][~np.isnan(boot[name])]
-        entry: dict[str, Any] = {"value": value if math.isfinite(value) else None, "bar": bar}
+        entry: dict[str, Any] = {"value": _finite(point[name]), "bar": bar}
         if len(defined):
             with np.errstate(invalid="ignore"):          # inf - inf between two inf ends: nan
                 ends = np.quantile(defined, [alpha, 1 - alpha])
@@ -191,8 +190,7 @@ def design_figures(closed: Mapping[int, Mapping[str, Sequence[int]]],
             entry.update(bootstrap_ci=[None, None], share_at_bar=None)
         entry["met"] = entry["value"] is not None and entry["value"] >= bar
         out[name] = entry
-    open_stab = float(point["open_combined_stability"])
-    out["combined_stability"]["open_value"] = open_stab if math.isfinite(open_stab) else None
+    out["combined_stability"]["open_value"] = _finite(point["open_combined_stability"])
     out["counts"] = {label: {g: [int(v) for v in arm.sum(axis=0)[i]]
                              for i, g in enumerate(GROUPS)}
                      for label, arm in (("closed", c), ("open", o))}
