@@ -421,6 +421,12 @@ def test_final_suite_yaml_keeps_the_cells_with_more_episodes(tmp_path):
     assert data["cells"] == source["cells"] and data["tasks"] == source["tasks"]
     with pytest.raises(ConfigError, match="--final-episodes"):
         final_suite_yaml(path, 0)
+    assert "held_out_episodes_per_cell" not in data
+    dense = yaml.safe_load(final_suite_yaml(path, 20, 100))
+    assert dense["held_out_episodes_per_cell"] == 100 and dense["episodes_per_cell"] == 20
+    assert "100 per held-out template cell" in dense["description"]
+    with pytest.raises(ConfigError, match="--final-held-out-episodes"):
+        final_suite_yaml(path, 20, -1)
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nepisodes_per_cell: 2\n")
     with pytest.raises(ConfigError):

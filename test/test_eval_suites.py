@@ -4,6 +4,7 @@ file, field, value and what is allowed."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import yaml
@@ -68,7 +69,28 @@ def test_adding_a_cell_keeps_the_other_seeds():
     assert before < after
 
 
+def test_held_out_cells_can_run_more_episodes_and_keep_the_first_ones():
+    """``held_out_episodes_per_cell`` adds held-out episodes only; its first
+    ``episodes_per_cell`` are the suite's held-out episodes without the key (seeds included),
+    and the suite's description (hence report ids) changes only when the key is set."""
+    more = copy.deepcopy(BASE) | {"held_out_episodes_per_cell": 7}
+    base, dense = parse_suite(copy.deepcopy(BASE), "t.yaml"), parse_suite(more, "t.yaml")
+    assert "held_out_episodes_per_cell" not in base.to_dict()
+    assert dense.to_dict()["held_out_episodes_per_cell"] == 7
+    strip = lambda specs, split: [dataclasses.replace(s, index=0) for s in specs  # noqa: E731
+                                  if s.split == split]
+    before, after = expand(base), expand(dense)
+    assert strip(after, "train") == strip(before, "train")
+    held_before, held_after = strip(before, "held_out"), strip(after, "held_out")
+    assert len(held_before) == 3 and len(held_after) == 7
+    assert held_after[:3] == held_before
+    assert len({s.seed for s in held_after}) == 7
+    assert [s.index for s in after] == list(range(len(after)))
+
+
 @pytest.mark.parametrize("mutate,fragment", [
+    (lambda d: d.update(held_out_episodes_per_cell=0),
+     "held_out_episodes_per_cell=0 is invalid; allowed: an integer in [1, 100000]"),
     (lambda d: d["cells"]["sweeps"][0].update(family="fog"),
      "cells.sweeps[0].family='fog' is invalid; allowed: one of 'lighting'"),
     (lambda d: d["cells"]["sweeps"][0].update(intensities=[0.5, 0.4]),

@@ -349,6 +349,11 @@ def test_ablate_runs_both_arms_and_a_final_evaluation(tmp_path, capsys):
     out = tmp_path / "ablate"
     argv = ["ablate", "--config", str(config), "--seeds", "1", "--iterations", "1",
             "--out", str(out), "--final-episodes", "3", "--final-seed", "99"]
+    # held-out episodes without a final evaluation: one line, exit 2, nothing run or written
+    assert main([*argv[:-4], "--final-episodes", "0", "--final-held-out-episodes", "5"]) == 2
+    assert "--final-held-out-episodes=5 is invalid" in capsys.readouterr().err
+    assert not out.exists()
+    argv += ["--final-held-out-episodes", "5"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "loops' last reports" in printed and "final evaluation" in printed
@@ -358,8 +363,10 @@ def test_ablate_runs_both_arms_and_a_final_evaluation(tmp_path, capsys):
                                       "final_report_id": budgets["closed"]["0"]["final_report_id"]}
     final = data["final"]
     assert final["seed"] == 99 and final["episodes_per_cell"] == 3
+    assert final["held_out_episodes_per_cell"] == 5
     suite = (out / "final_suite.yaml").read_text()
     assert "episodes_per_cell: 3" in suite and "name: resume_small_final" in suite
+    assert "held_out_episodes_per_cell: 5" in suite
     for mode in ("closed", "open"):
         report = final["scores"][mode]["0"]
         assert set(report) >= {"functional", "robustness"}
@@ -368,10 +375,17 @@ def test_ablate_runs_both_arms_and_a_final_evaluation(tmp_path, capsys):
                                          "preference"}
     figures = final["design_figures"]                   # the design's bars, from the records
     assert figures["counts"]["closed"]["nominal"][1] == 3
-    assert figures["counts"]["closed"]["held_out"][1] == 3   # the held-out cylinder's cell
+    assert figures["counts"]["closed"]["held_out"][1] == 5   # the held-out cylinder's cell
     assert set(figures) >= {"functional_gain", "generalization_ratio", "combined_stability"}
     assert "the design's figures" in printed
     reports = sorted((out / "seed0" / "closed" / "artifacts" / "report").iterdir())
     assert main(argv) == 0                             # resumes: nothing is recomputed
     assert sorted((out / "seed0" / "closed" / "artifacts" / "report").iterdir()) == reports
     assert json.loads((out / "ablation.json").read_text())["final"] == final
+    # Another held-out count rewrites the final suite: the loops resume, the final reports
+    # (same checkpoint, same suite path, other content) are made again, not reused.
+    assert main([*argv[:-1], "6"]) == 0
+    again = json.loads((out / "ablation.json").read_text())["final"]
+    assert again["design_figures"]["counts"]["open"]["held_out"][1] == 6
+    assert len(list((out / "seed0" / "closed" / "artifacts" / "report").iterdir())) == \
+        len(reports) + 1

@@ -43,6 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         metavar="N",
                         help="episodes per cell of the final evaluation of both arms' last "
                              f"checkpoints (default {C.ABLATION_FINAL_EPISODES}; 0 = skip it)")
+    parser.add_argument("--final-held-out-episodes", type=int, default=0, metavar="N",
+                        help="episodes of each held-out template cell in the final evaluation "
+                             "(default: --final-episodes); the first --final-episodes of them "
+                             "are the same episodes")
     parser.add_argument("--final-seed", type=int, default=C.ABLATION_FINAL_SEED, metavar="S",
                         help="suite seed of the final evaluation (default "
                              f"{C.ABLATION_FINAL_SEED})")
@@ -105,9 +109,13 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--seeds", args.seeds, "an integer >= 1")
     if args.final_episodes < 0:
         raise ConfigError("--final-episodes", args.final_episodes, "an integer >= 0")
+    if args.final_held_out_episodes and not args.final_episodes:
+        raise ConfigError("--final-held-out-episodes", args.final_held_out_episodes,
+                          "0 when --final-episodes is 0 (no final evaluation)")
     path = find_loop_config(args.config)
     cfg = load_loop_config(path, iterations=args.iterations)
-    final_suite = (final_suite_yaml(cfg.eval_suite, args.final_episodes)
+    final_suite = (final_suite_yaml(cfg.eval_suite, args.final_episodes,
+                                    args.final_held_out_episodes)
                    if args.final_episodes else None)   # a bad suite fails before any loop
     arms = COMPARISONS[args.compare]
     labels = tuple(label for label, _ in arms)
@@ -166,10 +174,15 @@ def run(args: argparse.Namespace) -> int:
                   for mode, by_seed in reports.items()}
         final = paired_differences(scores[labels[0]], scores[labels[1]])
         data["final"] = {"suite": str(suite_path), "seed": args.final_seed,
-                         "episodes_per_cell": args.final_episodes, "checkpoints": checkpoints,
+                         "episodes_per_cell": args.final_episodes,
+                         "held_out_episodes_per_cell": (args.final_held_out_episodes
+                                                        or args.final_episodes),
+                         "checkpoints": checkpoints,
                          "scores": scores, "differences": final}
+        held_out = (f", {args.final_held_out_episodes} per held-out template cell"
+                    if args.final_held_out_episodes else "")
         print(f"final evaluation of the last checkpoints ({args.final_episodes} episodes per "
-              f"cell, suite seed {args.final_seed}):")
+              f"cell{held_out}, suite seed {args.final_seed}):")
         print("\n".join(format_table(final, labels)))
         if args.compare == "loop":
             counts = {mode: {seed: cell_counts(r["per_episode"]) for seed, r in by_seed.items()}
@@ -202,18 +215,20 @@ def _without_rl(config: Path, out: Path) -> Path:
 def _final_report(run_dir: Path, checkpoint_id: str, suite: Path, seed: int,
                   workers: int) -> dict:
     """The report of ``checkpoint_id`` on the final suite (in process; a report of the same
-    checkpoint, suite and seed already in ``run_dir`` is reused, so a rerun resumes)."""
+    checkpoint, suite content and seed already in ``run_dir`` is reused, so a rerun resumes,
+    and a rerun with other final episode counts evaluates again)."""
     from clawgym_ros.artifacts import ArtifactStore
     from clawgym_ros.coordinator.runner import EvaluateGoal, find_report, read_report
     from clawgym_ros.evaluation.config import EvalConfig
     from clawgym_ros.evaluation.rollout import PolicySource
+    from clawgym_ros.evaluation.suites import load_suite
     from clawgym_ros.evaluation.workers import default_workers
     from clawgym_ros.orchestration.evaluation import run_evaluation
 
     store = ArtifactStore(run_dir)
     goal = EvaluateGoal(checkpoint_id=checkpoint_id, suite=str(suite), seed=seed,
                         mode=C.EVAL_MODES[0], workers=workers, run_dir=str(run_dir))
-    report_id = find_report(store, goal)
+    report_id = find_report(store, goal, load_suite(suite).to_dict())
     if report_id is None:
         cfg = EvalConfig(suite=str(suite), seed=seed, workers=workers or default_workers(),
                          checkpoint_id=checkpoint_id)

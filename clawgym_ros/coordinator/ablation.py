@@ -219,12 +219,14 @@ def format_design_figures(figures: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def final_suite_yaml(suite_path: str | Path, episodes_per_cell: int) -> str:
-    """The loop's evaluation suite with ``episodes_per_cell`` episodes per cell, as YAML text
-    (the ablation's final evaluation: same cells, more episodes, another seed).
+def final_suite_yaml(suite_path: str | Path, episodes_per_cell: int,
+                     held_out_episodes: int = 0) -> str:
+    """The loop's evaluation suite with ``episodes_per_cell`` episodes per cell (and
+    ``held_out_episodes`` per held-out template cell, 0 = the same), as YAML text (the
+    ablation's final evaluation: same cells, more episodes, another seed).
 
     Raises:
-        ConfigError: unreadable suite, or ``episodes_per_cell`` < 1.
+        ConfigError: unreadable suite, ``episodes_per_cell`` < 1 or ``held_out_episodes`` < 0.
     """
     import yaml
 
@@ -232,12 +234,17 @@ def final_suite_yaml(suite_path: str | Path, episodes_per_cell: int) -> str:
     from clawgym_ros.evaluation.suites import parse_suite
 
     check_int("--final-episodes", episodes_per_cell, 1, 10_000)
+    check_int("--final-held-out-episodes", held_out_episodes, 0, 10_000)
     data = load_yaml(suite_path)
     parse_suite(data, str(suite_path))          # the source is a valid suite (a mapping)
+    held_out = f", {held_out_episodes} per held-out template cell" if held_out_episodes else ""
     data = dict(data, name=f"{data.get('name', 'suite')}_final",
                 episodes_per_cell=int(episodes_per_cell),
                 description=f"final evaluation of `clawgym ablate`: {suite_path} with "
-                            f"{episodes_per_cell} episodes per cell")
+                            f"{episodes_per_cell} episodes per cell{held_out}")
+    data.pop("held_out_episodes_per_cell", None)
+    if held_out_episodes:
+        data["held_out_episodes_per_cell"] = int(held_out_episodes)
     text = yaml.safe_dump(data, sort_keys=False)
     parse_suite(yaml.safe_load(text), "final suite")
     return text

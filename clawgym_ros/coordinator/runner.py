@@ -693,10 +693,14 @@ def find_finetuned(store: ArtifactStore, goal: FinetuneGoal) -> str | None:
     return None
 
 
-def find_report(store: ArtifactStore, goal: EvaluateGoal) -> str | None:
+def find_report(store: ArtifactStore, goal: EvaluateGoal,
+                suite_info: Mapping[str, Any] | None = None) -> str | None:
     """A report of the same checkpoint, suite, seed and calibration as the goal (not a loop
-    report)."""
+    report); with ``suite_info`` (a suite's ``to_dict()``) only one whose suite had that
+    content too (the file at the goal's suite path may have been rewritten since)."""
     calibration = _full_id(store, goal.calibration_id)
+    if suite_info is not None:      # as report.json holds it (lists, not tuples)
+        suite_info = dict(json.loads(json.dumps(suite_info)), seed=None)
     folder = store.root / C.KIND_REPORT
     for path in sorted(folder.iterdir()) if folder.is_dir() else ():
         man = _manifest_json(path / C.FILE_MANIFEST)
@@ -707,6 +711,10 @@ def find_report(store: ArtifactStore, goal: EvaluateGoal) -> str | None:
                 and config.get("suite") == goal.suite
                 and man.get("seeds", {}).get("suite") == goal.seed
                 and (config.get("calibration") or "") == calibration):
+            if suite_info is not None:
+                recorded = dict(read_report(store, path.name)["suite"], seed=None)
+                if recorded != suite_info:
+                    continue
             return path.name
     return None
 

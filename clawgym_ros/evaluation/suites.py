@@ -8,7 +8,10 @@ suite into a deterministic list of :class:`EpisodeSpec`. A ``disturbance`` sweep
 the suite must support it (checked on load).
 
 Episode counts: every (task, split, cell) gets ``episodes_per_cell`` episodes, cycling through
-that split's templates; held-out templates run in the nominal cell only. Seeds: the environment
+that split's templates; held-out templates run in the nominal cell only, with
+``held_out_episodes_per_cell`` episodes when the suite sets it (a rate near 0 needs more
+episodes than the in-distribution cells to be compared; the first ``episodes_per_cell`` of them
+are the episodes the suite without the key runs, seeds included). Seeds: the environment
 seed of repetition ``r`` on template ``t`` of task ``k`` is drawn from
 ``SeedSequence(suite_seed, spawn_key=(crc32(k), crc32(t), r))``, so it is the same in every cell
 (a paired design: the nominal and the perturbed episodes start from the same scenes, which makes
@@ -37,8 +40,8 @@ from clawgym_ros.errors import ConfigError
 from clawgym_ros.evaluation.records import SEED_MAX
 from clawgym_ros.safe_load import is_file
 
-SUITE_KEYS = ("name", "description", "seed", "episodes_per_cell", "schedule", "max_steps",
-              "tasks", "cells")
+SUITE_KEYS = ("name", "description", "seed", "episodes_per_cell", "held_out_episodes_per_cell",
+              "schedule", "max_steps", "tasks", "cells")
 TASK_KEYS = ("task", "templates", "held_out_templates")
 CELL_KEYS = ("nominal", "sweeps", "combinations")
 SWEEP_KEYS = ("family", "intensities", "event")
@@ -89,6 +92,13 @@ class Suite:
     source: str = ""
     #: Control steps per episode (0 = the env's own limit); rollout options may override it.
     max_steps: int = 0
+    #: Episodes of each held-out template cell (0 = ``episodes_per_cell``).
+    held_out_episodes_per_cell: int = 0
+
+    @property
+    def held_out_episodes(self) -> int:
+        """Episodes of each held-out (task, cell)."""
+        return self.held_out_episodes_per_cell or self.episodes_per_cell
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able description (recorded in the report)."""
@@ -102,6 +112,8 @@ class Suite:
         }
         if self.max_steps:  # only when set: reports of suites without it keep their ids
             out["max_steps"] = self.max_steps
+        if self.held_out_episodes_per_cell:   # likewise
+            out["held_out_episodes_per_cell"] = self.held_out_episodes_per_cell
         return out
 
 
@@ -180,6 +192,8 @@ def parse_suite(data: Any, source: str) -> Suite:
         raise ConfigError("name", name, "a non-empty string", source)
     seed = check_int("seed", data["seed"], 0, SEED_MAX, source)
     episodes = check_int("episodes_per_cell", data["episodes_per_cell"], 1, 100_000, source)
+    held_out_episodes = 0 if "held_out_episodes_per_cell" not in data else check_int(
+        "held_out_episodes_per_cell", data["held_out_episodes_per_cell"], 1, 100_000, source)
     schedule = check_choice("schedule", data.get("schedule", "constant"), C.SCHEDULES, source)
     max_steps = check_int("max_steps", data.get("max_steps", 0), 0, 1_000_000, source)
     description = data.get("description", "")
@@ -254,7 +268,7 @@ def parse_suite(data: Any, source: str) -> Suite:
                           "combination)", source)
     return Suite(name=name, seed=seed, episodes_per_cell=episodes, tasks=tuple(tasks),
                  cells=tuple(cells), schedule=schedule, description=description, source=source,
-                 max_steps=max_steps)
+                 max_steps=max_steps, held_out_episodes_per_cell=held_out_episodes)
 
 
 def suite_dirs() -> list[Path]:
@@ -370,8 +384,10 @@ def expand(suite: Suite, seed: int | None = None) -> list[EpisodeSpec]:
             # would be spent without being scored.
             cells = suite.cells if split == C.SPLIT_TRAIN else [
                 c for c in suite.cells if not c.families]
+            reps = suite.episodes_per_cell if split == C.SPLIT_TRAIN else \
+                suite.held_out_episodes
             for cell in cells:
-                for rep in range(suite.episodes_per_cell):
+                for rep in range(reps):
                     template = templates[rep % len(templates)]
                     key = (_crc(entry.task), _crc(template), rep)
                     cell_key = (_crc(cell.label), int(round(cell.intensity * 1e6)))
