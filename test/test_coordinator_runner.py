@@ -223,6 +223,47 @@ def test_other_config_in_same_run_dir_is_refused(reference):
         LoopRunner(loop_cfg(seed=6), run, ToyExecutor()).load()
 
 
+def test_config_id_follows_the_suite_content_not_the_checkout_folder(tmp_path):
+    """A suite file is stored in the config artifact and loop.json names the stored copy, so
+    the same loop has the same config id (and so the same final report id) in every clone."""
+    ids = []
+    for folder in ("a", "b/c"):
+        suite = tmp_path / folder / SUITE.name
+        suite.parent.mkdir(parents=True)
+        suite.write_bytes(SUITE.read_bytes())
+        runner = LoopRunner(loop_cfg(eval_suite=str(suite)), tmp_path / folder / "run",
+                            ToyExecutor())
+        ids.append(runner.config_artifact())
+        art = ArtifactStore(tmp_path / folder / "run").get(ids[-1], C.KIND_CONFIG)
+        assert json.loads(art.file("loop.json").read_text())["eval_suite"] == \
+            f"suite/{SUITE.name}"
+        assert art.manifest.config["eval_suite"] == str(suite)      # where it was read
+    repo = LoopRunner(loop_cfg(), tmp_path / "r", ToyExecutor())     # the test's own copy
+    assert ids[0] == ids[1] == repo.config_ids()[0]
+    suite.write_text(suite.read_text() + "\n# edited\n")
+    assert LoopRunner(loop_cfg(eval_suite=str(suite)), tmp_path / "d",
+                      ToyExecutor()).config_ids()[0] != ids[0]
+
+
+def test_a_run_made_with_the_absolute_suite_path_in_its_config_resumes(reference, tmp_path):
+    """Run directories from before the portable config id (loop.json held the suite's
+    absolute path) resume under their own config artifact; another config is still refused."""
+    import shutil
+
+    run, state, _ = reference
+    old = tmp_path / "old"
+    shutil.copytree(run, old)
+    runner = LoopRunner(loop_cfg(), old, ToyExecutor())
+    portable, legacy = runner.config_ids()
+    assert state.config_id == portable != legacy
+    saved = json.loads((old / C.DIR_LOOP / C.FILE_LOOP_STATE).read_text())
+    saved["config_id"] = legacy
+    (old / C.DIR_LOOP / C.FILE_LOOP_STATE).write_text(json.dumps(saved))
+    assert runner.load().config_id == legacy
+    with pytest.raises(LoopError, match="another config"):
+        LoopRunner(loop_cfg(seed=6), old, ToyExecutor()).load()
+
+
 def test_reports_are_paired_across_iterations(reference):
     run, state, _ = reference
     store = ArtifactStore(run)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import hashlib
 import json
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +28,7 @@ from typing import Any, Protocol
 from clawgym_ros import constants as C
 from clawgym_ros.artifacts import ArtifactStore, atomic_write_json
 from clawgym_ros.artifacts.atomic import append_line
+from clawgym_ros.artifacts.store import content_id
 from clawgym_ros.coordinator.config import LoopConfig
 from clawgym_ros.coordinator.plan import (
     PHASE_DONE,
@@ -223,17 +225,39 @@ class LoopRunner:
         self.decisions_path = self.loop_dir / C.FILE_DECISIONS
 
     # --- persistence -------------------------------------------------------------------------
-    def config_artifact(self) -> str:
-        """Commit the loop config (and its evaluation suite file) as a config artifact."""
-        files = {FILE_LOOP_CONFIG: (json.dumps(self.cfg.to_dict(), indent=2, sort_keys=True)
-                                    + "\n").encode()}
+    def config_files(self, portable: bool = True) -> dict[str, bytes]:
+        """The config artifact's files: ``loop.json`` and the evaluation suite file.
+
+        A suite given as a file is stored as ``suite/<name>``, and ``loop.json`` names that
+        stored copy (``portable``), so the artifact id follows the suite's content, not the
+        folder the checkout lives in: the same loop has the same ids in every clone. The
+        path the suite was read from stays in the manifest's config. ``portable=False`` gives
+        the files of run directories made before 2026-12-07 (the absolute path in
+        ``loop.json``), which still resume.
+        """
+        data = self.cfg.to_dict()
+        files = {}
         suite = Path(self.cfg.eval_suite)
         if suite.is_file():
             files[f"suite/{suite.name}"] = suite.read_bytes()
-        art = self.store.put_files(C.KIND_CONFIG, files, config=self.cfg,
+            if portable:
+                data["eval_suite"] = f"suite/{suite.name}"
+        files[FILE_LOOP_CONFIG] = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+        return files
+
+    def config_artifact(self) -> str:
+        """Commit the loop config (and its evaluation suite file) as a config artifact."""
+        art = self.store.put_files(C.KIND_CONFIG, self.config_files(), config=self.cfg,
                                    seeds={"loop": self.cfg.seed},
                                    summary={"loop": self.cfg.name, "mode": self.cfg.mode})
         return art.id
+
+    def config_ids(self) -> tuple[str, str]:
+        """This config's artifact id, and the id its files had before ``loop.json`` named the
+        stored suite (run directories made before 2026-12-07 resume under it)."""
+        return tuple(content_id(C.KIND_CONFIG, {rel: hashlib.sha256(data).hexdigest()
+                                                for rel, data in files.items()})
+                     for files in (self.config_files(), self.config_files(portable=False)))
 
     def load(self) -> LoopState:
         """The saved state, or a fresh one (with the config committed as an artifact).
@@ -250,16 +274,16 @@ class LoopRunner:
                 raise LoopError(f"calibration: {err}; the loop's simulators run at a "
                                 f"calibration of its run directory {self.run_dir} (clawgym "
                                 "calibrate --out there)") from None
-        config_id = self.config_artifact()
         if self.state_path.is_file():
             state = LoopState.from_dict(json.loads(self.state_path.read_text()))
-            if state.config_id != config_id:
+            ids = self.config_ids()
+            if state.config_id not in ids:
                 raise LoopError(
                     f"{self.run_dir} holds a loop with another config (config artifact "
-                    f"{state.config_id[:12]}, this one {config_id[:12]}); use another --out "
+                    f"{state.config_id[:12]}, this one {ids[0][:12]}); use another --out "
                     "or the same config, seed and iterations to resume")
             return state
-        state = initial_state(self.cfg, config_id)
+        state = initial_state(self.cfg, self.config_artifact())
         self.save(state, "new loop")
         return state
 
