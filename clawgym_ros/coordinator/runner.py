@@ -233,7 +233,7 @@ class LoopRunner:
         folder the checkout lives in: the same loop has the same ids in every clone. The
         path the suite was read from stays in the manifest's config. ``portable=False`` gives
         the files of run directories made before 2026-12-07 (the absolute path in
-        ``loop.json``), which still resume.
+        ``loop.json``), which still resume from the checkout they were made in.
         """
         data = self.cfg.to_dict()
         files = {}
