@@ -23,6 +23,7 @@ from clawgym_ros.report.build import build_report, write_report
 from clawgym_ros.report.gaps import find_gaps, fmt_estimate
 from clawgym_ros.report.html import render_html
 from clawgym_ros.report.schema import ReportSchemaError, validate_report
+from test.conftest import ROOT
 
 STAGES = ("reach", "grasp", "lift", "place")
 HISTORY = [{"iteration": k, "scores": {"functional": {"value": 0.5 + 0.1 * k,
@@ -96,6 +97,29 @@ def test_same_inputs_give_identical_report_files_and_id(tmp_path, smoke):
     assert a.id == b.id
     assert a.manifest.seeds == {"suite": suite.seed}
     assert a.manifest.summary["episodes"] == len(results)
+
+
+def test_a_suite_file_gives_the_same_report_id_from_any_folder(tmp_path, smoke):
+    """report.json names a suite file by its file name (the suite's content is in the
+    report), so one evaluation run from two checkouts in other folders is one report id; the
+    manifest keeps the path it was read from. A suite name stays as given."""
+    suite, results = smoke
+    arts = []
+    for folder in ("a", "b/c"):
+        path = tmp_path / folder / "smoke.yaml"
+        path.parent.mkdir(parents=True)
+        path.write_bytes((ROOT / "config" / "suites" / "smoke.yaml").read_bytes())
+        loaded = load_suite(path)
+        arts.append(write_report(ArtifactStore(tmp_path / folder / "run"), results, loaded,
+                                 EvalConfig(suite=str(path))))
+        report = json.loads((arts[-1].path / C.FILE_REPORT_JSON).read_text())
+        assert report["config"]["suite"] == "smoke.yaml"
+        assert arts[-1].manifest.config["suite"] == str(path)
+    assert arts[0].id == arts[1].id
+    by_name = write_report(ArtifactStore(tmp_path / "named"), results, suite,
+                           EvalConfig(suite="smoke"))
+    assert json.loads((by_name.path / C.FILE_REPORT_JSON).read_text())["config"]["suite"] \
+        == "smoke"
 
 
 def test_gaps_are_ranked_with_condition_capability_and_deviation():

@@ -522,12 +522,14 @@ class LoopRunner:
         return state
 
     def _evaluate(self, state: LoopState, cur: dict, plan: dict) -> LoopState:
+        from clawgym_ros.evaluation.suites import load_suite
+
         goal = EvaluateGoal(checkpoint_id=evaluated_checkpoint(cur), suite=self.cfg.eval_suite,
                             seed=plan["seeds"]["evaluate"], mode=self.cfg.eval_mode,
                             workers=self.cfg.workers, run_dir=str(self.run_dir),
                             calibration_id=self.calibration_of(cur))
         state = self._start(state, PHASE_EVALUATE, goal)
-        report_id = find_report(self.store, goal) or \
+        report_id = find_report(self.store, goal, load_suite(goal.suite).to_dict()) or \
             self.executor.evaluate(goal, self._progress(state, PHASE_EVALUATE))
         scores = read_report(self.store, report_id)["scores"]
         entry = {"iteration": state.iteration, "scores": scores, "report_id": report_id}
@@ -721,7 +723,11 @@ def find_report(store: ArtifactStore, goal: EvaluateGoal,
                 suite_info: Mapping[str, Any] | None = None) -> str | None:
     """A report of the same checkpoint, suite, seed and calibration as the goal (not a loop
     report); with ``suite_info`` (a suite's ``to_dict()``) only one whose suite had that
-    content too (the file at the goal's suite path may have been rewritten since)."""
+    content too (the file at the goal's suite path may have been rewritten since). A suite
+    file matches by its file name (``suite_ref``: the checkout may have moved since), so
+    without ``suite_info`` two files of one name in different folders are not told apart."""
+    from clawgym_ros.evaluation.suites import suite_ref
+
     calibration = _full_id(store, goal.calibration_id)
     if suite_info is not None:      # as report.json holds it (lists, not tuples)
         suite_info = dict(json.loads(json.dumps(suite_info)), seed=None)
@@ -732,7 +738,7 @@ def find_report(store: ArtifactStore, goal: EvaluateGoal,
             continue
         config = man.get("config") or {}
         if (config.get("checkpoint_id") == goal.checkpoint_id
-                and config.get("suite") == goal.suite
+                and suite_ref(config.get("suite") or "") == suite_ref(goal.suite)
                 and man.get("seeds", {}).get("suite") == goal.seed
                 and (config.get("calibration") or "") == calibration):
             if suite_info is not None:

@@ -288,6 +288,15 @@ def available_suites() -> list[str]:
     return sorted(names)
 
 
+def suite_ref(name_or_path: str | Path) -> str:
+    """How a report names the suite it ran: a suite name as given, a suite file by its file
+    name. The report holds the suite's whole content; the folder the file was read from (a
+    checkout's location, a working directory) is not part of the result, so it stays out of
+    the report and its content id (the artifact's manifest records the path as given)."""
+    path = Path(name_or_path)
+    return path.name if path.suffix in (".yaml", ".yml") else str(name_or_path)
+
+
 def load_suite(name_or_path: str | Path) -> Suite:
     """Load a suite by name (``nominal``) or by path to a YAML file.
 

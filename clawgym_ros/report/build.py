@@ -16,7 +16,7 @@ from clawgym_ros.config import to_dict
 from clawgym_ros.evaluation.config import EvalConfig
 from clawgym_ros.evaluation.metrics import dimension_scores, episode_motion, evaluate
 from clawgym_ros.evaluation.records import EpisodeResult
-from clawgym_ros.evaluation.suites import Suite
+from clawgym_ros.evaluation.suites import Suite, suite_ref
 from clawgym_ros.report.gaps import diagnosis, find_gaps
 from clawgym_ros.report.schema import REPORT_KIND, REPORT_SCHEMA_VERSION, validate_report
 
@@ -109,7 +109,8 @@ def build_report(
         # The worker count is an execution detail (like a timestamp): results are identical
         # for any count, so the report is too.
         # (a report without a calibration keeps the form, and id, it had before the key)
-        "config": {k: v for k, v in to_dict(config).items()
+        # The suite by its name or file name (suite_ref): its content is under "suite".
+        "config": {k: suite_ref(v) if k == "suite" else v for k, v in to_dict(config).items()
                    if k != "workers" and not (k == "calibration" and not v)},
         "n_episodes": len(results),
         "per_episode": [episode_record(r, config) for r in results],
