@@ -154,6 +154,35 @@ for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
 """
 
 
+#: Run by a child before its command (``-I -S``: nothing imported but os and sys): pin the
+#: process to the CPUs in argv[1], then exec the command, so the mask holds from its first
+#: instruction and every process it starts inherits it.
+_PIN = ("import os, sys; os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(',')}); "
+        "os.execvp(sys.argv[2], sys.argv[2:])")
+
+
+def cpu_slices(jobs: int, cpus: Sequence[int] | None = None) -> list[tuple[int, ...]]:
+    """``cpus`` (default: the CPUs this process may run on) split into ``jobs`` disjoint,
+    contiguous slices whose sizes differ by one at most.
+
+    Raises:
+        ConfigError: ``jobs`` is not between 1 and the number of CPUs.
+    """
+    from clawgym_ros.errors import ConfigError
+
+    cpus = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
+    if not isinstance(jobs, int) or not 1 <= jobs <= len(cpus):
+        raise ConfigError("--jobs", jobs, f"an integer from 1 to {len(cpus)} (a CPU per job at "
+                          f"least; this process may run on {len(cpus)})")
+    size, extra = divmod(len(cpus), jobs)
+    slices, start = [], 0
+    for job in range(jobs):
+        end = start + size + (job < extra)
+        slices.append(tuple(cpus[start:end]))
+        start = end
+    return slices
+
+
 class ProcessGroup:
     """Start child processes with this interpreter; stop them all on :meth:`close`.
 
@@ -165,9 +194,12 @@ class ProcessGroup:
     child, not a node's worker processes, and fires when the spawning *thread* ends.)
     """
 
-    def __init__(self, env: Mapping[str, str] | None = None, log_dir: str | Path | None = None):
+    def __init__(self, env: Mapping[str, str] | None = None, log_dir: str | Path | None = None,
+                 cpus: Sequence[int] | None = None):
         self.env = dict(env) if env is not None else dict(os.environ)
         self.log_dir = Path(log_dir) if log_dir else None
+        #: CPUs every child (and whatever it starts) is pinned to; None: not pinned.
+        self.cpus = tuple(sorted(cpus)) if cpus else None
         self.procs: list[tuple[str, subprocess.Popen]] = []
         self._watchdog: subprocess.Popen | None = None
 
@@ -196,8 +228,11 @@ class ProcessGroup:
             out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 (closed in close())
         else:
             out = subprocess.DEVNULL
+        argv = list(cmd)
+        if self.cpus:
+            argv = [sys.executable, "-I", "-S", "-c", _PIN, ",".join(map(str, self.cpus)), *argv]
         proc = subprocess.Popen(
-            list(cmd), env=self.env, stdout=out, stderr=subprocess.STDOUT,
+            argv, env=self.env, stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
         if out is not subprocess.DEVNULL:

@@ -109,6 +109,36 @@ def test_a_closed_group_leaves_no_watchdog_behind():
     assert proc.poll() is not None and watchdog.poll() == 0
 
 
+def test_a_pinned_group_runs_its_children_and_theirs_on_its_cpus(tmp_path):
+    """ProcessGroup(cpus=...): the child is pinned before its command runs (same pid: the
+    group still stops it), and a process it starts inherits the mask."""
+    from clawgym_ros.procs import ProcessGroup, cpu_slices
+
+    cpus = sorted(os.sched_getaffinity(0))
+    first = cpu_slices(len(cpus))[-1]                  # the last CPU alone
+    assert first == (cpus[-1],)
+    script = ("import os, subprocess, sys; print(sorted(os.sched_getaffinity(0)), flush=True); "
+              "subprocess.run([sys.executable, '-c', 'import os; "
+              "print(sorted(os.sched_getaffinity(0)))'])")
+    with ProcessGroup(log_dir=tmp_path, cpus=first) as group:
+        proc = group.start("pinned", [sys.executable, "-c", script])
+        assert proc.wait(timeout=30) == 0
+    lines = (tmp_path / "pinned.log").read_text().split("\n")
+    assert lines[:2] == [str(list(first))] * 2, lines
+
+
+def test_cpu_slices_split_the_cpus_evenly_and_refuse_more_jobs_than_cpus():
+    from clawgym_ros.errors import ConfigError
+    from clawgym_ros.procs import cpu_slices
+
+    assert cpu_slices(2, [0, 1, 2, 3, 4]) == [(0, 1, 2), (3, 4)]
+    assert cpu_slices(1, [3, 1]) == [(1, 3)]
+    for jobs in (0, 6):
+        with pytest.raises(ConfigError, match="--jobs") as err:
+            cpu_slices(jobs, range(5))
+        assert "from 1 to 5" in str(err.value) and "\n" not in str(err.value)
+
+
 def test_sigkilled_clawgym_loop_takes_its_nodes_along(tmp_path):
     """kill -9 of `clawgym loop` once its nodes run: every node process is gone in seconds."""
     pytest.importorskip("rclpy")

@@ -389,3 +389,18 @@ def test_ablate_runs_both_arms_and_a_final_evaluation(tmp_path, capsys):
     assert again["design_figures"]["counts"]["open"]["held_out"][1] == 6
     assert len(list((out / "seed0" / "closed" / "artifacts" / "report").iterdir())) == \
         len(reports) + 1
+    # --jobs: loops side by side, a graph per job pinned to its CPUs; into another folder the
+    # same loops to the final report id (nothing depends on the folder or on the neighbour).
+    side = tmp_path / "side_by_side"
+    jobs_argv = ["ablate", "--config", str(config), "--seeds", "1", "--iterations", "1",
+                 "--out", str(side), "--final-episodes", "0", "--jobs"]
+    assert main([*jobs_argv, "0"]) == 2
+    assert "--jobs=0 is invalid" in capsys.readouterr().err and not side.exists()
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert main([*jobs_argv, "2"]) == 0
+        side_data = json.loads((side / "ablation.json").read_text())
+        assert side_data["budgets"] == data["budgets"]
+        assert side_data["scores"] == data["scores"]
+        assert {p.name for p in (side / "logs").iterdir()} >= {"job0", "job1"}
+    else:                                   # one CPU: a job per CPU at most
+        assert main([*jobs_argv, "2"]) == 2

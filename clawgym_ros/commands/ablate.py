@@ -14,8 +14,12 @@ the same simulated steps.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--final-seed", type=int, default=C.ABLATION_FINAL_SEED, metavar="S",
                         help="suite seed of the final evaluation (default "
                              f"{C.ABLATION_FINAL_SEED})")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="loops run at the same time, each its own ROS graph pinned to "
+                             "its share of the CPUs (default 1; at most one per CPU): the same "
+                             "results, sooner on a machine with cores to spare")
     parser.add_argument("--compare", choices=sorted(COMPARISONS), default="loop",
                         help="loop: closed vs open loop (default); rl: closed loop with the "
                              "config's RL lever (bc+rl) vs without it (bc), equal simulated "
@@ -91,7 +99,7 @@ def _copy_artifact(artifact, run_dir: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clawgym_ros.commands.loop import StatusView, workers_for
+    from clawgym_ros.commands.loop import workers_for
     from clawgym_ros.coordinator.ablation import (
         cell_counts,
         design_figures,
@@ -101,14 +109,16 @@ def run(args: argparse.Namespace) -> int:
         paired_differences,
     )
     from clawgym_ros.coordinator.config import load_loop_config
-    from clawgym_ros.coordinator.graph import LoopGraph, find_loop_config
+    from clawgym_ros.coordinator.graph import find_loop_config
     from clawgym_ros.coordinator.runner import evaluated_checkpoint
     from clawgym_ros.errors import ConfigError
+    from clawgym_ros.procs import cpu_slices
 
     if args.seeds < 1:
         raise ConfigError("--seeds", args.seeds, "an integer >= 1")
     if args.final_episodes < 0:
         raise ConfigError("--final-episodes", args.final_episodes, "an integer >= 0")
+    cpu_slices(args.jobs)                           # --jobs within the CPUs, before anything
     if args.final_held_out_episodes and not args.final_episodes:
         raise ConfigError("--final-held-out-episodes", args.final_held_out_episodes,
                           "0 when --final-episodes is 0 (no final evaluation)")
@@ -127,30 +137,29 @@ def run(args: argparse.Namespace) -> int:
     configs = {label: path for label in labels}
     if args.compare == "rl":
         configs["bc"] = _without_rl(path, out / "loop_bc.yaml")
-    checkpoints: dict[str, dict[int, str]] = {label: {} for label in labels}
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    finals: dict[str, dict[int, dict]] = {label: {} for label in labels}
-    budgets: dict[str, dict[int, dict]] = {label: {} for label in labels}
     calibration = _calibration(out, cfg.calibration, path)
-    with LoopGraph(out / "logs") as graph:
-        graph.start_workers(out, workers_for(cfg))
-        for seed in seeds:
-            for label, mode in arms:
-                run_dir = out / f"seed{seed}" / label
-                if calibration is not None:     # each arm's simulators run at it
-                    _copy_artifact(calibration, run_dir)
-                with StatusView(f"{cfg.name} seed {seed} {label}") as view:
-                    state = graph.run_loop(configs[label], run_dir, view,
-                                           iterations=args.iterations, seed=seed, mode=mode)
-                finals[label][seed] = state["history"][-1]["scores"]
-                checkpoints[label][seed] = evaluated_checkpoint(state["iterations"][-1])
-                budgets[label][seed] = {"iterations": len(state["history"]),
-                                       "rl_steps": sum(it.get("rl_steps", 0)
-                                                       for it in state["iterations"]),
-                                       "episodes": state["episodes_used"],
-                                       "train_steps": state["steps_used"],
-                                       "final_report_id": state["final_report_id"],
-                                       "stop_reason": state["stop_reason"]}
+    done: dict[tuple[int, str], dict[str, Any]] = {}
+
+    def run_one(graph: Any, seed: int, label: str, mode: str, progress: Any = None) -> None:
+        from clawgym_ros.commands.loop import StatusView
+
+        run_dir = out / f"seed{seed}" / label
+        if calibration is not None:     # each arm's simulators run at it
+            _copy_artifact(calibration, run_dir)
+        with StatusView(f"{cfg.name} seed {seed} {label}", progress) as view:
+            done[seed, label] = graph.run_loop(configs[label], run_dir, view,
+                                               iterations=args.iterations, seed=seed,
+                                               mode=mode)
+
+    _run_loops([(seed, label, mode) for seed in seeds for label, mode in arms], run_one, out,
+               workers_for(cfg), args.jobs)
+    # In seed order, whatever order the loops finished in.
+    finals = {label: {seed: done[seed, label]["history"][-1]["scores"] for seed in seeds}
+              for label in labels}
+    checkpoints = {label: {seed: evaluated_checkpoint(done[seed, label]["iterations"][-1])
+                           for seed in seeds} for label in labels}
+    budgets = {label: {seed: _budget(done[seed, label]) for seed in seeds} for label in labels}
     result = paired_differences(finals[labels[0]], finals[labels[1]])
     data: dict[str, Any] = {"config": str(path), "loop": cfg.to_dict(), "seeds": seeds,
                             "compare": args.compare, "arms": list(labels),
@@ -195,6 +204,70 @@ def run(args: argparse.Namespace) -> int:
     atomic_write_json(out / "ablation.json", data)
     print(out / "ablation.json")
     return 0
+
+
+def _budget(state: dict[str, Any]) -> dict[str, Any]:
+    """What a finished loop spent (its state.json) and how it ended."""
+    return {"iterations": len(state["history"]),
+            "rl_steps": sum(it.get("rl_steps", 0) for it in state["iterations"]),
+            "episodes": state["episodes_used"], "train_steps": state["steps_used"],
+            "final_report_id": state["final_report_id"], "stop_reason": state["stop_reason"]}
+
+
+def _run_loops(tasks: list[tuple[int, str, str]], run_one: Callable[..., None], out: Path,
+               nodes: tuple[str, ...], jobs: int) -> None:
+    """Run every ``(seed, label, mode)`` loop through ``run_one(graph, seed, label, mode,
+    progress)``, ``jobs`` at a time.
+
+    One job: one graph (logs in ``out/logs``), the loops in order. More: a graph per job in
+    its own ROS domain, its nodes pinned to the job's share of the CPUs (logs in
+    ``out/logs/job<j>``), each job taking the next loop when its last one is done. A loop's
+    results do not depend on what runs beside it. The first failure stops every graph (what
+    the loops completed is saved: a rerun resumes) and is raised.
+    """
+    from clawgym_ros.commands.loop import shared_progress
+    from clawgym_ros.coordinator.graph import LoopGraph
+    from clawgym_ros.procs import cpu_slices
+
+    jobs = min(jobs, len(tasks))
+    if jobs == 1:
+        with LoopGraph(out / "logs") as graph:
+            graph.start_workers(out, nodes)
+            for task in tasks:
+                run_one(graph, *task)
+        return
+    todo = list(reversed(tasks))
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work(graph: LoopGraph, progress: Any) -> None:
+        try:
+            graph.start_workers(out, nodes)
+            while True:
+                with lock:
+                    if errors or not todo:
+                        return
+                    task = todo.pop()
+                run_one(graph, *task, progress)
+        except BaseException as err:  # noqa: BLE001 (handed to the main thread, raised there)
+            with lock:
+                errors.append(err)
+
+    with contextlib.ExitStack() as stack:
+        progress = stack.enter_context(shared_progress())
+        graphs = [stack.enter_context(LoopGraph(out / "logs" / f"job{j}", cpus=cpus))
+                  for j, cpus in enumerate(cpu_slices(jobs))]
+        threads = [threading.Thread(target=work, args=(graph, progress), daemon=True,
+                                    name=f"ablate-job{j}") for j, graph in enumerate(graphs)]
+        for thread in threads:
+            thread.start()
+        while not errors and any(thread.is_alive() for thread in threads):
+            time.sleep(0.25)
+        # Leaving the block stops every graph's nodes: after a failure the other loops end too.
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 def _without_rl(config: Path, out: Path) -> Path:

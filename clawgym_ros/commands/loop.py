@@ -8,7 +8,9 @@ last completed step (``<out>/loop/state.json``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,33 +45,60 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-class StatusView:
-    """Shows loop status updates: a rich progress bar on a terminal, plain lines otherwise."""
+def _progress_bar(console: Any) -> Any:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
-    def __init__(self, label: str):
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False)
+
+
+@contextlib.contextmanager
+def shared_progress() -> Iterator[Any]:
+    """One progress display for loops that run at the same time (a row each, through
+    ``StatusView(label, progress)``); None when stderr is not a terminal (plain lines)."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    progress = _progress_bar(console)
+    progress.start()
+    try:
+        yield progress
+    finally:
+        progress.stop()
+
+
+class StatusView:
+    """Shows loop status updates: a rich progress bar on a terminal, plain lines otherwise.
+
+    ``progress``: a display shared with other loops (:func:`shared_progress`), where this
+    loop gets a row of its own.
+    """
+
+    def __init__(self, label: str, progress: Any = None):
         from rich.console import Console
 
-        self.console = Console(stderr=True)
+        self.console = progress.console if progress is not None else Console(stderr=True)
         self.label = label
-        self.progress = None
+        self.shared = progress is not None
+        self.progress = progress
         self.task = None
         self._last_line = ""
 
     def __enter__(self) -> StatusView:
-        if self.console.is_terminal:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                SpinnerColumn,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
-            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
-                                     BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                     console=self.console, transient=False)
+        if self.progress is None and self.console.is_terminal:
+            self.progress = _progress_bar(self.console)
             self.progress.start()
+        if self.progress is not None:
             self.task = self.progress.add_task(self.label, total=None)
         return self
 
@@ -87,7 +116,7 @@ class StatusView:
             self.console.print(text, highlight=False)
 
     def __exit__(self, *exc: object) -> None:
-        if self.progress is not None:
+        if self.progress is not None and not self.shared:
             self.progress.stop()
 
 

@@ -88,14 +88,18 @@ class LoopGraph:
         domain_id: ROS_DOMAIN_ID (default: the first id from this process's derived one that
             no other clawgym process on this host holds; held until :meth:`close`).
         worker_params: extra ROS parameters per worker node name.
+        cpus: CPUs every node (and its worker processes) is pinned to (default: not pinned);
+            a node's default worker count follows them (one per CPU it may run on).
     """
 
     def __init__(self, log_dir: str | Path, domain_id: int | None = None,
-                 worker_params: dict[str, dict[str, Any]] | None = None):
+                 worker_params: dict[str, dict[str, Any]] | None = None,
+                 cpus: Sequence[int] | None = None):
         self.log_dir = Path(log_dir)
         self._domain = reserve_domain_id(domain_id or None)
         self.domain_id = self._domain.domain_id
-        self.group = ProcessGroup(env=isolated_ros_env(self.domain_id), log_dir=self.log_dir)
+        self.group = ProcessGroup(env=isolated_ros_env(self.domain_id), log_dir=self.log_dir,
+                                  cpus=cpus)
         self.worker_params = worker_params or {}
         self._loops = 0
 
