@@ -463,3 +463,73 @@ def test_recovery_episodes_follow_the_functional_shortfall_in_the_closed_loop_on
                                                 make_cfg()).decision
     with pytest.raises(ConfigError, match="max_recovery_share"):
         make_cfg(max_recovery_share=0.95)
+
+
+class _FakeGraph:
+    """LoopGraph's shape for `clawgym ablate`'s job scheduler: records its CPUs; closing it
+    ends the loop it runs (as stopping the nodes ends a coordinator)."""
+
+    made: list[_FakeGraph] = []
+
+    def __init__(self, log_dir, cpus=None):
+        import threading
+
+        self.log_dir, self.cpus, self.closed = log_dir, cpus, threading.Event()
+        _FakeGraph.made.append(self)
+
+    def start_workers(self, run_dir, nodes):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.closed.set()
+
+
+def test_ablate_jobs_run_every_loop_once_and_the_first_failure_stops_the_others(
+        monkeypatch, tmp_path):
+    """`_run_loops`: every loop runs once on one of the job graphs (each its own CPUs); when
+    one loop fails, every graph is stopped (a loop still running ends) and that error is
+    raised."""
+    import threading
+
+    from clawgym_ros.commands import ablate
+    from clawgym_ros.coordinator import graph as graph_module
+    from clawgym_ros.coordinator.runner import LoopError
+
+    monkeypatch.setattr(graph_module, "LoopGraph", _FakeGraph)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    tasks = [(seed, label, label) for seed in range(3) for label in ("closed", "open")]
+    ran, lock = [], threading.Lock()
+
+    def run_one(graph, seed, label, mode, progress=None):
+        with lock:
+            ran.append((seed, label, graph.cpus))
+
+    _FakeGraph.made = []
+    ablate._run_loops(tasks, run_one, tmp_path, (), 2)
+    assert sorted(r[:2] for r in ran) == sorted(t[:2] for t in tasks)
+    assert [g.cpus for g in _FakeGraph.made] == [(0, 1), (2, 3)]
+    assert [g.log_dir.name for g in _FakeGraph.made] == ["job0", "job1"]
+    assert all(g.closed.is_set() for g in _FakeGraph.made)
+
+    started = threading.Event()
+
+    def failing(graph, seed, label, mode, progress=None):
+        if label == "open":                 # waits until its graph is stopped, then ends
+            started.set()
+            assert graph.closed.wait(30), "the other job's graph was not stopped"
+            raise LoopError("coordinator stopped")
+        assert started.wait(30)
+        raise LoopError(f"seed {seed} {label} failed")
+
+    _FakeGraph.made = []
+    with pytest.raises(LoopError, match="seed 0 closed failed"):
+        ablate._run_loops(tasks[:2], failing, tmp_path, (), 2)
+    assert all(g.closed.is_set() for g in _FakeGraph.made)
+    # One job: one graph in out/logs, the loops in order.
+    _FakeGraph.made, ran[:] = [], []
+    ablate._run_loops(tasks, run_one, tmp_path, (), 1)
+    assert [r[:2] for r in ran] == [t[:2] for t in tasks]
+    assert [g.log_dir.name for g in _FakeGraph.made] == ["logs"]
