@@ -340,9 +340,10 @@ def test_sigterm_stops_the_loop_and_every_node(tmp_path):
 
 
 def test_ablate_runs_both_arms_and_a_final_evaluation(tmp_path, capsys):
-    """`clawgym ablate` end to end on the small loop (1 seed, 1 iteration per arm): both arms
-    spend the same budget, the loops' last reports and the final evaluation (more episodes,
-    another seed) are compared per dimension; a rerun resumes without recomputing."""
+    """`clawgym ablate` end to end on the small loop (1 seed, 1 iteration per arm, the arms
+    side by side with --jobs 2): both arms spend the same budget, the loops' last reports and
+    the final evaluation (more episodes, another seed) are compared per dimension; a rerun
+    (one graph) resumes without recomputing."""
     from clawgym_ros.cli import main
 
     config = _write_config(tmp_path)
@@ -354,7 +355,11 @@ def test_ablate_runs_both_arms_and_a_final_evaluation(tmp_path, capsys):
     assert "--final-held-out-episodes=5 is invalid" in capsys.readouterr().err
     assert not out.exists()
     argv += ["--final-held-out-episodes", "5"]
-    assert main(argv) == 0
+    # Both arms side by side where there are two CPUs (a graph each, pinned to a CPU of its
+    # own: logs in job0/job1); the reruns below resume them one graph at a time.
+    jobs = min(2, len(os.sched_getaffinity(0)))
+    assert main([*argv, "--jobs", str(jobs)]) == 0
+    assert jobs == 1 or {p.name for p in (out / "logs").iterdir()} >= {"job0", "job1"}
     printed = capsys.readouterr().out
     assert "loops' last reports" in printed and "final evaluation" in printed
     data = json.loads((out / "ablation.json").read_text())
@@ -389,18 +394,10 @@ def test_ablate_runs_both_arms_and_a_final_evaluation(tmp_path, capsys):
     assert again["design_figures"]["counts"]["open"]["held_out"][1] == 6
     assert len(list((out / "seed0" / "closed" / "artifacts" / "report").iterdir())) == \
         len(reports) + 1
-    # --jobs: loops side by side, a graph per job pinned to its CPUs; into another folder the
-    # same loops to the final report id (nothing depends on the folder or on the neighbour).
+    # --jobs beyond the CPUs (or 0): one line, exit 2, nothing written. (The first run above
+    # ran both arms side by side where there are two CPUs; its loops resumed one at a time.)
     side = tmp_path / "side_by_side"
-    jobs_argv = ["ablate", "--config", str(config), "--seeds", "1", "--iterations", "1",
-                 "--out", str(side), "--final-episodes", "0", "--jobs"]
-    assert main([*jobs_argv, "0"]) == 2
-    assert "--jobs=0 is invalid" in capsys.readouterr().err and not side.exists()
-    if len(os.sched_getaffinity(0)) >= 2:
-        assert main([*jobs_argv, "2"]) == 0
-        side_data = json.loads((side / "ablation.json").read_text())
-        assert side_data["budgets"] == data["budgets"]
-        assert side_data["scores"] == data["scores"]
-        assert {p.name for p in (side / "logs").iterdir()} >= {"job0", "job1"}
-    else:                                   # one CPU: a job per CPU at most
-        assert main([*jobs_argv, "2"]) == 2
+    for jobs in (0, len(os.sched_getaffinity(0)) + 1):
+        assert main(["ablate", "--config", str(config), "--out", str(side),
+                     "--jobs", str(jobs)]) == 2
+        assert f"--jobs={jobs} is invalid" in capsys.readouterr().err and not side.exists()
