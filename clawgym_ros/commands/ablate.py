@@ -294,14 +294,13 @@ def _final_report(run_dir: Path, checkpoint_id: str, suite: Path, seed: int,
     from clawgym_ros.coordinator.runner import EvaluateGoal, find_report, read_report
     from clawgym_ros.evaluation.config import EvalConfig
     from clawgym_ros.evaluation.rollout import PolicySource
-    from clawgym_ros.evaluation.suites import load_suite
     from clawgym_ros.evaluation.workers import default_workers
     from clawgym_ros.orchestration.evaluation import run_evaluation
 
     store = ArtifactStore(run_dir)
     goal = EvaluateGoal(checkpoint_id=checkpoint_id, suite=str(suite), seed=seed,
                         mode=C.EVAL_MODES[0], workers=workers, run_dir=str(run_dir))
-    report_id = find_report(store, goal, load_suite(suite).to_dict())
+    report_id = find_report(store, goal)
     if report_id is None:
         cfg = EvalConfig(suite=str(suite), seed=seed, workers=workers or default_workers(),
                          checkpoint_id=checkpoint_id)

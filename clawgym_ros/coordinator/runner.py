@@ -522,14 +522,12 @@ class LoopRunner:
         return state
 
     def _evaluate(self, state: LoopState, cur: dict, plan: dict) -> LoopState:
-        from clawgym_ros.evaluation.suites import load_suite
-
         goal = EvaluateGoal(checkpoint_id=evaluated_checkpoint(cur), suite=self.cfg.eval_suite,
                             seed=plan["seeds"]["evaluate"], mode=self.cfg.eval_mode,
                             workers=self.cfg.workers, run_dir=str(self.run_dir),
                             calibration_id=self.calibration_of(cur))
         state = self._start(state, PHASE_EVALUATE, goal)
-        report_id = find_report(self.store, goal, load_suite(goal.suite).to_dict()) or \
+        report_id = find_report(self.store, goal) or \
             self.executor.evaluate(goal, self._progress(state, PHASE_EVALUATE))
         scores = read_report(self.store, report_id)["scores"]
         entry = {"iteration": state.iteration, "scores": scores, "report_id": report_id}
@@ -719,18 +717,16 @@ def find_finetuned(store: ArtifactStore, goal: FinetuneGoal) -> str | None:
     return None
 
 
-def find_report(store: ArtifactStore, goal: EvaluateGoal,
-                suite_info: Mapping[str, Any] | None = None) -> str | None:
+def find_report(store: ArtifactStore, goal: EvaluateGoal) -> str | None:
     """A report of the same checkpoint, suite, seed and calibration as the goal (not a loop
-    report); with ``suite_info`` (a suite's ``to_dict()``) only one whose suite had that
-    content too (the file at the goal's suite path may have been rewritten since). A suite
-    file matches by its file name (``suite_ref``: the checkout may have moved since), so
-    without ``suite_info`` two files of one name in different folders are not told apart."""
-    from clawgym_ros.evaluation.suites import suite_ref
+    report). The suite matches by its file name (``suite_ref``: the checkout may have moved
+    since) and by the content of the goal's suite as it reads now (the file may have been
+    rewritten since)."""
+    from clawgym_ros.evaluation.suites import load_suite, suite_ref
 
     calibration = _full_id(store, goal.calibration_id)
-    if suite_info is not None:      # as report.json holds it (lists, not tuples)
-        suite_info = dict(json.loads(json.dumps(suite_info)), seed=None)
+    # as report.json holds it (lists, not tuples)
+    suite_info = dict(json.loads(json.dumps(load_suite(goal.suite).to_dict())), seed=None)
     folder = store.root / C.KIND_REPORT
     for path in sorted(folder.iterdir()) if folder.is_dir() else ():
         man = _manifest_json(path / C.FILE_MANIFEST)
@@ -740,11 +736,8 @@ def find_report(store: ArtifactStore, goal: EvaluateGoal,
         if (config.get("checkpoint_id") == goal.checkpoint_id
                 and suite_ref(config.get("suite") or "") == suite_ref(goal.suite)
                 and man.get("seeds", {}).get("suite") == goal.seed
-                and (config.get("calibration") or "") == calibration):
-            if suite_info is not None:
-                recorded = dict(read_report(store, path.name)["suite"], seed=None)
-                if recorded != suite_info:
-                    continue
+                and (config.get("calibration") or "") == calibration
+                and dict(read_report(store, path.name)["suite"], seed=None) == suite_info):
             return path.name
     return None
 
