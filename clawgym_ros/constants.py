@@ -38,8 +38,6 @@ ENV_PICK_PLACE = "clawgym/PickPlace-v0"
 ENV_PEG_INSERT = "clawgym/PegInsert-v0"
 ENV_PILL_HANDOVER = "clawgym/PillHandover-v0"
 ENV_GPS_NAV = "clawgym/GpsNav-v0"
-ENV_GPS_NAV = "clawgym/GpsNav-v0"
-ENV_PILL_HANDOVER = "clawgym/PillHandover-v0"
 
 # --- Topics (relative names so that namespaces and remapping work) --------------------------
 TOPIC_JOINT_STATES_RAW = "joint_states_raw"
