@@ -1,6 +1,7 @@
 """Stable-Baselines3 (pinned test dependency) trains on every env as gym.make gives it, with
 no wrapper of its own (issue 27): SB3's env checker, PPO and SAC construct, learn 256 steps
-and ``evaluate_policy`` runs; PPO through SB3's subprocess vectorization with 2 workers;
+and ``evaluate_policy`` runs; PPO through SB3's subprocess vectorization with 2 workers
+(an arm task and the GPS task; every env is made by its "module:id" in a fresh process);
 ``gym.make_vec(..., vectorization_mode="async")`` with 2 workers. Episodes are cut to 64
 steps (``max_episode_steps``) so that evaluation is short; `clawgym bench rl --quick` (with
 the fine-tuning path's steps/s). ~60 s on 2 cores.
@@ -83,7 +84,12 @@ def test_sac_on_the_state_vector_and_pd_joint_pos():
     env.close()
 
 
-@pytest.mark.parametrize("env_id", sorted(ENVS))
+#: SB3's subprocess vectorization with PPO on an arm task and the GPS task (the arm and the
+#: mobile base); every env in a fresh worker process: test_every_env_is_made_by_its_module_id.
+SUBPROC_ENVS = (C.ENV_PICK_PLACE, C.ENV_GPS_NAV)
+
+
+@pytest.mark.parametrize("env_id", SUBPROC_ENVS)
 def test_ppo_with_two_subprocess_workers(env_id):
     # The "module:id" form imports clawgym_ros.sim in each worker (forkserver start).
     venv = make_vec_env(f"clawgym_ros.sim:{env_id}", n_envs=2, seed=0,
@@ -95,10 +101,49 @@ def test_ppo_with_two_subprocess_workers(env_id):
         model.learn(STEPS)
         assert model.num_timesteps == STEPS
         mean, _ = evaluate_policy(model, venv, n_eval_episodes=2, warn=False)
-        bare = env_id in (C.ENV_TABLETOP, C.ENV_MOBILE_BASE)
-        assert mean == 0.0 if bare else mean > 0.0
+        assert mean > 0.0
     finally:
         venv.close()
+
+
+#: A fresh interpreter that never imported clawgym_ros makes each env by its "module:id" form
+#: (as a subprocess vector env's worker does), resets it, steps 5 random actions: observation
+#: shapes and summed reward per env, as JSON.
+_MODULE_ID_CHILD = """
+import json, sys
+import gymnasium as gym
+assert "clawgym_ros" not in sys.modules
+out = {}
+for env_id in sys.argv[1:]:
+    env = gym.make("clawgym_ros.sim:" + env_id, max_episode_steps=64)
+    obs, _ = env.reset(seed=3)
+    env.action_space.seed(3)
+    total = sum(float(env.step(env.action_space.sample())[1]) for _ in range(5))
+    env.close()
+    out[env_id] = [{k: list(v.shape) for k, v in obs.items()}, total]
+print(json.dumps(out))
+"""
+
+
+def test_every_env_is_made_by_its_module_id_in_a_fresh_process():
+    """What a subprocess vector env's worker does, for every env, in one fresh process (one
+    start instead of two workers per env): the same observation layout and rewards as here."""
+    import subprocess
+    import sys
+
+    child = subprocess.run([sys.executable, "-c", _MODULE_ID_CHILD, *sorted(ENVS)],
+                           capture_output=True, text=True, timeout=240)
+    assert child.returncode == 0, child.stderr[-2000:]
+    remote = json.loads(child.stdout.splitlines()[-1])
+    assert list(remote) == sorted(ENVS)
+    for env_id, (shapes, total) in remote.items():
+        env = gym.make(env_id, max_episode_steps=EPISODE)
+        obs, _ = env.reset(seed=3)
+        env.action_space.seed(3)
+        here = sum(float(env.step(env.action_space.sample())[1]) for _ in range(5))
+        env.close()
+        assert shapes == {k: list(v.shape) for k, v in obs.items()}, env_id
+        assert total == here, env_id
 
 
 def test_gym_make_vec_async_with_two_workers():
