@@ -330,11 +330,14 @@ def test_eval_of_a_checkpoint_the_world_cannot_feed_is_one_line(checkpoint, tmp_
 #: samples and ~2/5 of world velocities differ by <= 3.3e-16), which these episodes' records
 #: do not show (README, Known gaps).
 NAV_LAYOUT = {"joint_pos": 2, "joint_vel": 2, "imu": 10, "gps": 3, "nav_goal": 3, "odom": 6}
-NAV_SUITE = {"name": "ros_nav", "seed": 0, "episodes_per_cell": 2, "schedule": "constant",
+NAV_SUITE = {"name": "ros_nav", "seed": 0, "episodes_per_cell": 1, "schedule": "constant",
              "tasks": [{"task": "gps_nav", "templates": ["square_route"]}],
              "cells": {"nominal": True,
                        "sweeps": [{"family": "gps_dropout", "intensities": [1.0]},
                                   {"family": "sensor_noise", "intensities": [1.0]}]}}
+#: One episode per cell; at this suite seed the GPS dropout cell's episode has an outage within
+#: its 300 steps (seeds 0-2 and 5-7 have none).
+NAV_SEED = 3
 
 
 @pytest.fixture(scope="module")
@@ -364,7 +367,7 @@ def test_gps_nav_through_ros_matches_in_process(which, nav_checkpoint, tmp_path,
 
     root, ckpt = nav_checkpoint
     if which == "scripted":
-        specs = expand(parse_suite(NAV_SUITE, "ros_nav"), 5)
+        specs = expand(parse_suite(NAV_SUITE, "ros_nav"), NAV_SEED)
         ros = run_ros_graph(specs, "scripted:gps_nav", "", 300, log_dir=tmp_path / "logs",
                             world="task")
         local = run_specs(PolicySource.parse("scripted:gps_nav"), specs, 1,
@@ -376,7 +379,7 @@ def test_gps_nav_through_ros_matches_in_process(which, nav_checkpoint, tmp_path,
         reports = {}
         for mode in ("ros", "in_process"):
             assert main(["eval", "--checkpoint", ckpt[:12], "--suite", str(suite), "--seed",
-                         "5", "--out", str(root), "--mode", mode, "--workers", "1",
+                         str(NAV_SEED), "--out", str(root), "--mode", mode, "--workers", "1",
                          "--world", "task", "--max-steps", "300"]) == 0
             lines = capsys.readouterr().out.split("\n")
             json_line = next(line for line in lines if line.startswith("json: "))
