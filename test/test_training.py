@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -368,6 +370,26 @@ def test_sampler_keeps_the_mapped_table_within_its_budget(tmp_path):
     # dropped after each step (the peak within a step is measured by `clawgym bench train`).
     assert resident[1e6] > 0.8 * obs_kb
     assert resident[4.0] < 0.6 * obs_kb
+
+
+def test_deterministic_sets_and_restores_the_flag_without_loading_the_compiler():
+    """Training turns torch's deterministic algorithms on for its duration and restores them,
+    without torch.use_deterministic_algorithms' import of inductor (~1 s a process, measured);
+    a fresh interpreter, since this one may have loaded it already."""
+    code = ("import sys, torch\n"
+            "from clawgym_ros.training.bc import deterministic\n"
+            "with deterministic(1):\n"
+            "    assert torch.are_deterministic_algorithms_enabled()\n"
+            "    assert torch.get_num_threads() == 1\n"
+            "assert not torch.are_deterministic_algorithms_enabled()\n"
+            "assert 'torch._inductor.config' not in sys.modules\n"
+            "import torch._inductor.config\n"
+            "with deterministic(1):\n"
+            "    assert torch._inductor.config.deterministic\n"
+            "assert not torch._inductor.config.deterministic\n")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=120)
+    assert child.returncode == 0, child.stderr[-2000:]
 
 
 def test_update_step_weights_each_sample_by_its_group():

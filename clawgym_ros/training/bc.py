@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -173,16 +174,31 @@ def update_step(
 _NAN = torch.tensor(float("nan"))
 
 
+def set_deterministic_algorithms(mode: bool) -> None:
+    """``torch.use_deterministic_algorithms(mode)`` for eager code, without its import cost.
+
+    Since torch 2.13 that call imports ``torch._inductor.config`` (and with it dynamo: ~3 s of
+    every training process on the 2-core machine) to set the flag compiled code reads. Nothing
+    here compiles, so unless inductor is loaded already, the eager kernels' flag is set
+    directly; the public call is the fallback where torch lacks the private one.
+    """
+    if "torch._inductor.config" in sys.modules or not hasattr(
+            torch._C, "_set_deterministic_algorithms"):
+        torch.use_deterministic_algorithms(mode)
+    else:
+        torch._C._set_deterministic_algorithms(mode)
+
+
 @contextlib.contextmanager
 def deterministic(num_threads: int) -> Iterator[None]:
     """Fixed thread count and deterministic torch algorithms for the duration."""
     previous = torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(num_threads)
-    torch.use_deterministic_algorithms(True)
+    set_deterministic_algorithms(True)
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(previous)
+        set_deterministic_algorithms(previous)
 
 
 def lr_at(cfg: TrainConfig, step: int) -> float:

@@ -828,6 +828,8 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     kwargs = {} if cfg.workers == 1 else {"start_method": "forkserver"}
     os.environ.setdefault("MUJOCO_GL", "egl")
     venv = vec_cls([make] * cfg.workers, **kwargs)
+    from clawgym_ros.training.bc import set_deterministic_algorithms
+
     threads = torch.get_num_threads()
     deterministic = torch.are_deterministic_algorithms_enabled()
     # torch has no public getter of the distributions' default argument checks
@@ -865,7 +867,7 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
 
     try:
         torch.set_num_threads(1)
-        torch.use_deterministic_algorithms(True)
+        set_deterministic_algorithms(True)
         # SB3 builds a Normal per rollout step and minibatch; checking its arguments (finite
         # mean, positive std, samples in support) cost ~10% of a residual step and changes
         # no value: the actions and log-probabilities are the same with it off.
@@ -933,7 +935,7 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     finally:
         venv.close()
         torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(deterministic)
+        set_deterministic_algorithms(deterministic)
         torch.distributions.Distribution.set_default_validate_args(validate)
 
     meta = {
