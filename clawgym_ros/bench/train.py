@@ -127,12 +127,27 @@ def _rss_child(table_dir: str, steps: int, seed: int) -> None:
                       "samples_per_s": round(result.samples_per_s, 1)}))
 
 
-def _measure_rss(table_dir: Path, steps: int, seed: int) -> dict[str, float]:
+def _measure_rss(table_dirs: list[Path], steps: int, seed: int) -> list[dict[str, float]]:
+    """Peak RSS of a training run on each table, each in a child process of its own; the
+    children run side by side (a peak RSS is per process; the time is not reported)."""
     code = ("import sys; from clawgym_ros.bench.train import _rss_child; "
             "_rss_child(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))")
-    out = subprocess.run([sys.executable, "-c", code, str(table_dir), str(steps), str(seed)],
-                         capture_output=True, text=True, timeout=900, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(d), str(steps), str(seed)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for d in table_dirs]
+    results = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=900)
+            if proc.returncode:
+                raise subprocess.CalledProcessError(proc.returncode, proc.args, out, err)
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return results
 
 
 def _table_bytes(root: Path) -> int:
@@ -174,11 +189,9 @@ def bench_train(quick: bool = False, seed: int = 0) -> dict[str, Any]:
         out["vision"] = _vision(root, cfg, quick, seed, max(trainer))
 
         rss_steps = 200 if quick else 2000
-        small = _measure_rss(root / "table", rss_steps, seed)
-        big_table = synthetic_table(root / "table10x", rows=rows * 10, seed=seed)
-        big = _measure_rss(root / "table10x", rss_steps, seed)
+        synthetic_table(root / "table10x", rows=rows * 10, seed=seed)
+        small, big = _measure_rss([root / "table", root / "table10x"], rss_steps, seed)
         small_bytes, big_bytes = _table_bytes(root / "table"), _table_bytes(root / "table10x")
-        del big_table
         if not quick:
             out["rl"] = _rl_throughput(root, seed)
     table_growth_mb = (big_bytes - small_bytes) / 2**20
