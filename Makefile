@@ -97,12 +97,12 @@ $(STAMP_PKG): $(STAMP_IFACE) setup.py setup.cfg package.xml $(wildcard clawgym_r
 	@touch $@
 
 # The venv's bytecode, compiled once on all cores (again after the dependencies or the
-# interfaces change; not after an edit of a node, which only reinstalls the package). pip installs with --no-compile (its serial
-# compile is slower), and where PYTHONDONTWRITEBYTECODE is set (as on this project's CI
-# machines) no import writes it either: every process then compiled torch & co. from source
-# (import torch 5.9 s -> 3.0 s; the suite's node and worker processes each paid it). A file that
-# does not compile (torch's tests for newer Pythons) compiles at import as before; the log
-# lists them.
+# interfaces change; not after an edit of a node, which only reinstalls the package). pip
+# installs with --no-compile (its serial compile is slower), and where PYTHONDONTWRITEBYTECODE
+# is set (as on this project's CI machines) no import writes it either: every process then
+# compiled torch & co. from source (import torch 5.9 s -> 3.0 s; the suite's node and worker
+# processes each paid it). A file that does not compile (torch's tests for newer Pythons)
+# compiles at import as before; the log lists them.
 $(STAMP_PYC): $(STAMP_IFACE)
 	@mkdir -p $(BUILD)
 	@$(PY) -m compileall -q -j0 $$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") \

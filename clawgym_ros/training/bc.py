@@ -177,10 +177,11 @@ _NAN = torch.tensor(float("nan"))
 def set_deterministic_algorithms(mode: bool) -> None:
     """``torch.use_deterministic_algorithms(mode)`` for eager code, without its import cost.
 
-    Since torch 2.13 that call imports ``torch._inductor.config`` (and with it dynamo: ~3 s of
-    every training process on the 2-core machine) to set the flag compiled code reads. Nothing
-    here compiles, so unless inductor is loaded already, the eager kernels' flag is set
-    directly; the public call is the fallback where torch lacks the private one.
+    Since torch 2.13 that call imports ``torch._inductor.config`` to set the flag compiled
+    code reads: ~1 s of every training process on the 2-core machine (measured; the
+    optimizer's first step imports dynamo either way). Nothing here compiles, so unless
+    inductor is loaded already, the eager kernels' flag is set directly; the public call is
+    the fallback where torch lacks the private one.
     """
     if "torch._inductor.config" in sys.modules or not hasattr(
             torch._C, "_set_deterministic_algorithms"):
