@@ -793,6 +793,7 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     from clawgym_ros.artifacts import ArtifactStore
     from clawgym_ros.sim.active_calibration import active
     from clawgym_ros.training import checkpoint as ckpt
+    from clawgym_ros.training.bc import set_deterministic_algorithms
     from clawgym_ros.training.policies import relative_to_command
 
     calibration = active()
@@ -828,8 +829,6 @@ def finetune(run_dir: str | Path, cfg: FinetuneConfig, *, progress_bar: bool = F
     kwargs = {} if cfg.workers == 1 else {"start_method": "forkserver"}
     os.environ.setdefault("MUJOCO_GL", "egl")
     venv = vec_cls([make] * cfg.workers, **kwargs)
-    from clawgym_ros.training.bc import set_deterministic_algorithms
-
     threads = torch.get_num_threads()
     deterministic = torch.are_deterministic_algorithms_enabled()
     # torch has no public getter of the distributions' default argument checks
