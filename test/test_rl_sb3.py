@@ -106,44 +106,22 @@ def test_ppo_with_two_subprocess_workers(env_id):
         venv.close()
 
 
-#: A fresh interpreter that never imported clawgym_ros makes each env by its "module:id" form
-#: (as a subprocess vector env's worker does), resets it, steps 5 random actions: observation
-#: shapes and summed reward per env, as JSON.
-_MODULE_ID_CHILD = """
-import json, sys
-import gymnasium as gym
-assert "clawgym_ros" not in sys.modules
-out = {}
-for env_id in sys.argv[1:]:
-    env = gym.make("clawgym_ros.sim:" + env_id, max_episode_steps=64)
-    obs, _ = env.reset(seed=3)
-    env.action_space.seed(3)
-    total = sum(float(env.step(env.action_space.sample())[1]) for _ in range(5))
-    env.close()
-    out[env_id] = [{k: list(v.shape) for k, v in obs.items()}, total]
-print(json.dumps(out))
-"""
-
-
 def test_every_env_is_made_by_its_module_id_in_a_fresh_process():
-    """What a subprocess vector env's worker does, for every env, in one fresh process (one
-    start instead of two workers per env): the same observation layout and rewards as here."""
+    """What a subprocess vector env's worker does, for every env, in one fresh interpreter
+    that never imported clawgym_ros (one start instead of two workers per env): the same
+    observation layout and rewards as here."""
     import subprocess
     import sys
+    from pathlib import Path
 
-    child = subprocess.run([sys.executable, "-c", _MODULE_ID_CHILD, *sorted(ENVS)],
-                           capture_output=True, text=True, timeout=240)
+    from test.env_probe import probe
+
+    child = subprocess.run([sys.executable, str(Path(__file__).with_name("env_probe.py")),
+                            *sorted(ENVS)], capture_output=True, text=True, timeout=240)
     assert child.returncode == 0, child.stderr[-2000:]
     remote = json.loads(child.stdout.splitlines()[-1])
     assert list(remote) == sorted(ENVS)
-    for env_id, (shapes, total) in remote.items():
-        env = gym.make(env_id, max_episode_steps=EPISODE)
-        obs, _ = env.reset(seed=3)
-        env.action_space.seed(3)
-        here = sum(float(env.step(env.action_space.sample())[1]) for _ in range(5))
-        env.close()
-        assert shapes == {k: list(v.shape) for k, v in obs.items()}, env_id
-        assert total == here, env_id
+    assert remote == probe(sorted(ENVS))
 
 
 def test_gym_make_vec_async_with_two_workers():
