@@ -349,6 +349,9 @@ def test_paired_differences_intervals():
     assert 0.1 - 1e-9 <= blo <= 0.2 <= bhi <= 0.3 + 1e-9
     assert result["preference"]["n"] == 0 and result["preference"]["mean_diff"] is None
     assert len(format_table(result)) == 5
+    # One seed: no t interval (infinite bounds), said in words; the bootstrap one is a point.
+    one = format_table(paired_differences({0: scores(0.8)}, {0: scores(0.6)}))
+    assert "n/a (1 seed)" in one[2] and "inf" not in "".join(one)
 
 
 def _records(nominal, combined, other, held_out, n=10):

@@ -261,7 +261,10 @@ def format_table(result: Mapping[str, Any], labels: Sequence[str] = ("closed", "
             lines.append(f"{dim:<15} {'n/a':>7} {'n/a':>7} {'n/a':>8}")
             continue
 
-        def ci(pair):
+        def ci(pair, n=e["n"]):
+            # One seed has no t interval (its bounds are infinite): say so.
+            if not all(math.isfinite(v) for v in pair):
+                return f"n/a ({n} seed)"
             return f"[{pair[0]:+.3f}, {pair[1]:+.3f}]"
 
         lines.append(f"{dim:<15} {np.mean(e['closed']):7.3f} {np.mean(e['open']):7.3f} "
