@@ -122,3 +122,32 @@ def test_train_action_across_processes(procs, rclpy_context, tmp_path):
         assert response.status == GoalStatus.STATUS_CANCELED
         assert "cancelled at step" in response.result.message
         assert len(store.list(C.KIND_CHECKPOINT)) == 1
+
+
+def test_sigint_mid_training_stops_the_worker_and_exits_cleanly(procs, rclpy_context, tmp_path):
+    """Ctrl-C (or a loop stopping its graph) while a goal trains: the node asks the training
+    thread to stop, joins it and exits 0. Left running, a worker inside torch at interpreter
+    exit aborts the process ("terminate called without an active exception", SIGABRT: seen
+    when an interrupted `clawgym ablate` stopped its graphs)."""
+    from clawgym_interfaces.action import Train
+    from clawgym_ros import constants as C
+    from clawgym_ros.artifacts import ArtifactStore
+    from clawgym_ros.training.synthetic import synthetic_dataset
+
+    store = ArtifactStore(tmp_path / "run")
+    dataset = synthetic_dataset(store, rows=2000, episode_len=40, groups=2)
+    args = ["-p", "log_interval:=10", "-p", "batch_size:=32"]
+    with trainer_action(procs, rclpy_context, tmp_path, "sigint_client", args) as (executor,
+                                                                                   action):
+        feedback: list = []
+        sent = action.send_goal_async(
+            Train.Goal(dataset_ids=[dataset.id[:16]], steps=1_000_000, seed=1,
+                       run_dir=str(store.run_dir)), feedback_callback=feedback.append)
+        assert spin_until(executor, sent.done, 10.0) and sent.result().accepted
+        assert spin_until(executor, lambda: len(feedback) >= 2, 60.0), read_logs(tmp_path)
+        trainer = procs.get("trainer")
+        procs.stop("trainer", timeout=30.0)     # SIGINT to its process group, then wait
+        log = read_logs(tmp_path)
+        assert trainer.returncode == 0, log
+        assert "terminate called" not in log
+        assert store.list(C.KIND_CHECKPOINT) == []          # nothing half-trained committed

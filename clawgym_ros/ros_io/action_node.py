@@ -22,13 +22,19 @@ from clawgym_ros.errors import ClawgymError
 from clawgym_ros.ros_io.params import declare_config
 from clawgym_ros.ros_io.spin import autostart, spin
 
+#: Seconds :meth:`ActionLifecycleNode.destroy_node` waits for a running goal's worker thread
+#: to stop: the workers poll ``_stop`` between steps (a training step, a synthesized or
+#: evaluated episode), so they end within one of those.
+WORKER_STOP_TIMEOUT_S = 60.0
+
 
 class ActionLifecycleNode(LifecycleNode):
     """Lifecycle node serving ``action_type`` on ``action_name`` with ``options_cls`` params.
 
     Hooks: :meth:`prepare` (extra configure work; may raise ClawgymError) and :meth:`release`
     (extra cleanup). ``self._busy`` is held by the running goal; ``self._stop`` is set on
-    deactivate, cleanup and shutdown.
+    deactivate, cleanup, shutdown and when the node is destroyed (Ctrl-C, SIGTERM: the
+    running goal's worker stops and is joined first).
     """
 
     options_cls: type
@@ -43,6 +49,7 @@ class ActionLifecycleNode(LifecycleNode):
         self._active = False
         self._busy = threading.Lock()
         self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
     def read_options(self) -> Any:
@@ -126,14 +133,30 @@ class ActionLifecycleNode(LifecycleNode):
                 outcome: Any = work()
             except BaseException as err:  # noqa: BLE001 (reported in the result)
                 outcome = err
-            done.set_result(outcome)
+            try:
+                done.set_result(outcome)
+            except Exception:  # noqa: BLE001 (the node is stopping: its executor is gone)
+                if not self._stop.is_set():
+                    raise
 
         with self._busy:
-            threading.Thread(target=run, name=name, daemon=True).start()
+            self._worker = threading.Thread(target=run, name=name, daemon=True)
+            self._worker.start()
             if watch is not None:
                 threading.Thread(target=watch, args=(done,), name=f"{name}-watch",
                                  daemon=True).start()
             return await done
+
+    def destroy_node(self) -> None:
+        """Stop and join the running goal's worker before the node goes. Left running, a
+        worker inside torch or MuJoCo when the interpreter exits aborts the process ("terminate
+        called without an active exception", SIGABRT) instead of letting it exit cleanly; what
+        the goal had not committed is not committed (as on a cancel)."""
+        self._stop.set()
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(WORKER_STOP_TIMEOUT_S)
+        super().destroy_node()
 
     def _goal_failed(self, goal_handle: Any, error: BaseException) -> str:
         """Abort the goal for ``error``; returns the message for the result (a ClawgymError's
