@@ -154,8 +154,11 @@ class ActionLifecycleNode(LifecycleNode):
         the goal had not committed is not committed (as on a cancel)."""
         self._stop.set()
         worker = self._worker
-        if worker is not None and worker is not threading.current_thread():
-            worker.join(WORKER_STOP_TIMEOUT_S)
+        if worker is not None and worker.is_alive() and worker is not threading.current_thread():
+            try:
+                worker.join(WORKER_STOP_TIMEOUT_S)
+            except KeyboardInterrupt:
+                pass            # a second Ctrl-C: leave the worker to the interpreter's exit
         super().destroy_node()
 
     def _goal_failed(self, goal_handle: Any, error: BaseException) -> str:
