@@ -397,8 +397,11 @@ def test_design_figures_pool_the_seeds_and_bootstrap_them():
     assert none["generalization_ratio"]["value"] is None
     assert none["generalization_ratio"]["met"] is False
     assert none["combined_stability"]["value"] == pytest.approx(1.0)
+    assert none["generalization_ratio"]["note"].startswith("unbounded")
     lines = format_design_figures(none)
     assert len(lines) == 4 and "n/a" in lines[2] and "+22.4%" in lines[1]
+    # No share of resamples "at the bar" beside a figure that has no value.
+    assert "unbounded" in lines[2] and "resamples" not in lines[2]
     # One seed whose open arm never succeeds held out: resamples of that seed alone have an
     # infinite ratio, above the bar; the interval's upper end is unbounded (None, JSON-safe)
     three, none_held = cell_counts(_records(5, 5, 5, 3)), cell_counts(_records(5, 5, 5, 0))

@@ -157,10 +157,10 @@ def design_figures(closed: Mapping[int, Mapping[str, Sequence[int]]],
         (closed held-out / in-distribution success over the open arm's) and
         ``combined_stability`` (closed combined-cell / nominal success; ``open_value``: the
         open arm's), plus ``"counts"``: the pooled counts per arm. A figure the suite cannot
-        give (no combined cell, no held-out template, a zero denominator) has value None and
-        ``met`` False; ``share_at_bar`` is the share of resamples at or above the bar (those
-        with a figure; an infinite ratio counts as above), an interval end None where it is
-        unbounded.
+        give (no combined cell, no held-out template, a zero denominator) has value None,
+        ``met`` False and a ``note`` saying why; ``share_at_bar`` is the share of resamples
+        at or above the bar (those with a figure; an infinite ratio counts as above), an
+        interval end None where it is unbounded.
     """
     seeds = sorted(set(closed) & set(open_))
     if not seeds:
@@ -181,6 +181,10 @@ def design_figures(closed: Mapping[int, Mapping[str, Sequence[int]]],
         # infinite ratio: above any bar, kept; one with nothing to divide (nan) is left out.
         defined = boot[name][~np.isnan(boot[name])]
         entry: dict[str, Any] = {"value": _finite(point[name]), "bar": bar}
+        if math.isinf(point[name]):
+            entry["note"] = "unbounded: the open arm's part of it is 0, the closed arm's not"
+        elif math.isnan(point[name]):
+            entry["note"] = "undefined: nothing to divide in either arm"
         if len(defined):
             with np.errstate(invalid="ignore"):          # inf - inf between two inf ends: nan
                 ends = np.quantile(defined, [alpha, 1 - alpha])
@@ -210,9 +214,12 @@ def format_design_figures(figures: Mapping[str, Any]) -> list[str]:
         e = figures[name]
         lo, hi = e["bootstrap_ci"]
         ci = f"[{show(name, lo)}, {'inf' if hi is None and lo is not None else show(name, hi)}]"
-        holds = ("yes" if e["met"] else "no") + (
-            f" ({e['share_at_bar']:.0%} of resamples at the bar)"
-            if e["share_at_bar"] is not None else "")
+        if e["value"] is None:      # no figure to hold against the bar: say why
+            holds = f"no ({e.get('note', 'no value')})"
+        else:
+            holds = ("yes" if e["met"] else "no") + (
+                f" ({e['share_at_bar']:.0%} of resamples at the bar)"
+                if e["share_at_bar"] is not None else "")
         extra = (f"  open {show(name, e['open_value'])}" if "open_value" in e else "")
         lines.append(f"{name:<21} {show(name, e['value']):>8}  {ci:<21} {show(name, bar):>7}  "
                      f"{holds}{extra}")
