@@ -129,6 +129,50 @@ def test_pool_workers_exit_with_a_killed_caller(tmp_path):
     assert not any(alive(p) for p in workers)
 
 
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_to_the_process_group_stops_a_pooled_evaluation(tmp_path, sig):
+    """`timeout`, `kill -- -PGID`, systemd and Ctrl-C signal the whole process group, the
+    workers too: `clawgym eval --workers 2` stops with its one line. Under SIGTERM it used to
+    hang for good (Python 3.11's pool never fails a cancelled future whose worker died: its
+    manager thread dies on InvalidStateError, printing a traceback) while waiting for the
+    running episodes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from test.conftest import ROOT
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clawgym_ros.cli", "eval", "--policy", POLICY, "--suite",
+         "perturbation_sweep", "--seed", "0", "--out", str(tmp_path), "--workers", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        seen = b""
+        deadline = time.monotonic() + 120.0
+        while b"3/1500 episodes" not in seen and time.monotonic() < deadline:
+            chunk = os.read(proc.stderr.fileno(), 4096)
+            if not chunk:
+                break
+            seen += chunk
+        assert b"3/1500 episodes" in seen, seen.decode(errors="replace")[-2000:]
+        os.killpg(proc.pid, getattr(signal, sig))
+        try:
+            rest = proc.communicate(timeout=60.0)[1]
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"clawgym eval still running 60 s after {sig}") from None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    err = (seen + rest).decode(errors="replace")
+    assert proc.returncode == {"SIGTERM": 143, "SIGINT": 130}[sig], err[-2000:]
+    assert ("terminated (SIGTERM)" if sig == "SIGTERM" else "interrupted") in err
+    assert "Traceback" not in err
+
 def test_task_world_uses_the_task_tracker(specs):
     runner = Runner(PolicySource.parse("scripted:pick_place").load(),
                     RolloutOptions(world="task", max_steps=150))

@@ -18,6 +18,7 @@ starts fresh processes for the next one.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import multiprocessing
 import os
@@ -204,12 +205,35 @@ class WorkerPool:
             raise WorkerPoolError(f"an evaluation worker process died after "
                                   f"{len(tracker.results)} of {len(specs)} episodes ({err}); "
                                   "the next evaluation starts fresh workers") from None
+        except (KeyboardInterrupt, SystemExit):
+            # Ctrl-C or SIGTERM (the CLI's Terminated): a signal to the process group stops
+            # the workers too, and waiting for their running episodes could then last
+            # forever (Python 3.11's pool fails to fail a cancelled future whose worker died:
+            # its manager thread dies on InvalidStateError). Stop the workers, do not wait.
+            self._abandon()
+            raise
         finally:
-            for future in futures:
-                future.cancel()
             if self._executor is executor:
+                for future in futures:
+                    future.cancel()
                 cf.wait(futures)     # the running episodes finish; the pool stays usable
         return tracker.ordered()
+
+    def _abandon(self) -> None:
+        """Stop the worker processes without waiting for their episodes or cancelling
+        their futures (the pool's manager thread fails the futures as the workers go)."""
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        processes = list((getattr(executor, "_processes", None) or {}).values())
+        for process in processes:
+            with contextlib.suppress(OSError, ValueError):
+                process.terminate()
+        for process in processes:
+            with contextlib.suppress(OSError, ValueError, AssertionError):
+                process.join(timeout=5.0)
+        # The workers are gone: the manager thread fails what was left and ends.
+        executor.shutdown(wait=True)
 
     def close(self) -> None:
         """Stop the worker processes (a later :meth:`run` starts new ones)."""
