@@ -149,7 +149,10 @@ def test_a_signal_to_the_process_group_stops_a_pooled_evaluation(tmp_path, sig):
         [sys.executable, "-m", "clawgym_ros.cli", "eval", "--policy", POLICY, "--suite",
          "perturbation_sweep", "--seed", "0", "--out", str(tmp_path), "--workers", "2"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        # As from a shell: a pytest-xdist worker ignores SIGINT, and an ignored SIGINT is
+        # inherited (the CLI, like any program started with `nohup ... &`, would not see it).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         seen = b""
         deadline = time.monotonic() + 120.0
