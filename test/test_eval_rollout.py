@@ -129,7 +129,6 @@ def test_pool_workers_exit_with_a_killed_caller(tmp_path):
     assert not any(alive(p) for p in workers)
 
 
-
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
 def test_a_signal_to_the_process_group_stops_a_pooled_evaluation(tmp_path, sig):
     """`timeout`, `kill -- -PGID`, systemd and Ctrl-C signal the whole process group, the
@@ -175,6 +174,7 @@ def test_a_signal_to_the_process_group_stops_a_pooled_evaluation(tmp_path, sig):
     assert proc.returncode == {"SIGTERM": 143, "SIGINT": 130}[sig], err[-2000:]
     assert ("terminated (SIGTERM)" if sig == "SIGTERM" else "interrupted") in err
     assert "Traceback" not in err
+
 
 def test_task_world_uses_the_task_tracker(specs):
     runner = Runner(PolicySource.parse("scripted:pick_place").load(),

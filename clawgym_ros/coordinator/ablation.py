@@ -261,20 +261,20 @@ def format_table(result: Mapping[str, Any], labels: Sequence[str] = ("closed", "
                  ) -> list[str]:
     """Text lines: one row per dimension (the arms' means, difference, intervals); ``labels``
     name the two arms (:func:`paired_differences`' first and second)."""
+    def ci(pair, n):
+        # One seed has no t interval (its bounds are infinite): say so.
+        if not all(math.isfinite(v) for v in pair):
+            return f"n/a ({n} seed)"
+        return f"[{pair[0]:+.3f}, {pair[1]:+.3f}]"
+
     lines = [f"{'dimension':<15} {labels[0]:>7} {labels[1]:>7} {'diff':>8}  {'95% t CI':<19} "
              f"{'95% bootstrap CI':<19} n"]
     for dim, e in result.items():
         if not e["n"]:
             lines.append(f"{dim:<15} {'n/a':>7} {'n/a':>7} {'n/a':>8}")
             continue
-
-        def ci(pair, n=e["n"]):
-            # One seed has no t interval (its bounds are infinite): say so.
-            if not all(math.isfinite(v) for v in pair):
-                return f"n/a ({n} seed)"
-            return f"[{pair[0]:+.3f}, {pair[1]:+.3f}]"
-
         lines.append(f"{dim:<15} {np.mean(e['closed']):7.3f} {np.mean(e['open']):7.3f} "
-                     f"{e['mean_diff']:+8.3f}  {ci(e['t_ci']):<19} {ci(e['bootstrap_ci']):<19} "
+                     f"{e['mean_diff']:+8.3f}  {ci(e['t_ci'], e['n']):<19} "
+                     f"{ci(e['bootstrap_ci'], e['n']):<19} "
                      f"{e['n']}")
     return lines
