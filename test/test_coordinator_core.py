@@ -471,6 +471,28 @@ def test_recovery_episodes_follow_the_functional_shortfall_in_the_closed_loop_on
         make_cfg(max_recovery_share=0.95)
 
 
+def test_recovery_waits_for_nominal_success_recovery_min_nominal():
+    weak = SyntheticModel(nominal=0.5, drop={"lighting": 0.0}, held_out_factor=1.0)
+    report = cube_report(weak, ("lighting",))
+    nominal = report["aggregated"]["robustness"]["nominal"]["value"]
+    for e in report["per_episode"]:
+        if not e["success"]:
+            e["failure_states"] = [{"name": f"ep{e['index']:05d}_stall"}]
+    targets = {"functional": 0.9, "robustness": 0.95}
+    gated = make_cfg(recovery_gain=1.0, recovery_min_nominal=nominal + 0.01, targets=targets)
+    plan = next_plan(after_first(gated), report, gated)
+    assert plan.recovery_episodes == 0 and plan.episodes == 30
+    assert any(r.startswith(f"recovery: none (nominal success {nominal:.3f} < "
+                            "recovery_min_nominal") for r in plan.decision["reasons"])
+    met = make_cfg(recovery_gain=1.0, recovery_min_nominal=nominal, targets=targets)
+    assert next_plan(after_first(met), report, met).recovery_episodes > 0
+    # the field joins the config dict (and id) only when set
+    assert "recovery_min_nominal" not in make_cfg().to_dict()
+    assert met.to_dict()["recovery_min_nominal"] == nominal
+    with pytest.raises(ConfigError, match="recovery_min_nominal"):
+        make_cfg(recovery_min_nominal=1.5)
+
+
 class _FakeGraph:
     """LoopGraph's shape for `clawgym ablate`'s job scheduler: records its CPUs; closing it
     ends the loop it runs (as stopping the nodes ends a coordinator)."""

@@ -73,6 +73,25 @@ def test_the_lever_keeps_width_and_share_otherwise(rep, why):
     assert any(why in r for r in plan.decision["reasons"] if r.startswith("template family"))
 
 
+@pytest.mark.parametrize("ind, action", [(0.4, "keep"), (0.5, "widen"), (0.9, "widen")])
+def test_the_lever_waits_for_in_distribution_success_min_in_distribution(ind, action):
+    """A ratio over an in-distribution success below transfer.min_in_distribution (one or
+    two successes in a loop report's few episodes) keeps width and share."""
+    c = cfg(transfer={"threshold": 0.8, "initial_width": 0.1, "step": 0.2, "gain": 2.0,
+                      "min_in_distribution": 0.5})
+    state = state_after_one(c)
+    plan = next_plan(state, report(held=0.0, ind=ind), c)
+    rec = plan.decision["transfer"]["cells"][FAMILY_KEY]
+    assert rec["action"] == action
+    if action == "keep":
+        assert plan.ranges["pick_place/proc:objects"] == (0.0, 0.1)
+        assert plan.weights == state.weights
+        assert any(f"in-distribution success {ind:.3f} < transfer.min_in_distribution 0.5"
+                   in r for r in plan.decision["reasons"])
+    else:
+        assert plan.ranges["pick_place/proc:objects"] == (0.0, 0.3)
+
+
 def test_open_loop_and_lever_off_keep_the_initial_width():
     for c in (cfg(mode="open"), cfg(transfer={"threshold": 0.0})):
         plan = next_plan(state_after_one(c), report(0.1, 0.9), c)
@@ -92,6 +111,8 @@ def test_the_width_stops_at_max_width():
       "ranges": {"lighting": [0, 0.4]}}, "mixture[0].family"),
     ({"mixture": [{"task": "pick_place", "template": "cube"}]}, "transfer.threshold"),
     ({"transfer": {"threshold": 0.8, "initial_width": 1.5}}, "transfer.initial_width"),
+    ({"transfer": {"threshold": 0.8, "min_in_distribution": 1.5}},
+     "transfer.min_in_distribution"),
 ])
 def test_bad_transfer_settings_name_the_field(change, field):
     with pytest.raises(ConfigError) as err:
@@ -114,6 +135,11 @@ def test_default_transfer_leaves_the_config_dict_unchanged():
     c = loop_config_from_dict({"eval_suite": "smoke", "mixture": [{"task": "pick_place"}]})
     assert "transfer" not in c.to_dict()
     assert cfg().to_dict()["transfer"]["threshold"] == 0.8
+    # the gate joins the dict (and the config id) only when set
+    assert "min_in_distribution" not in cfg().to_dict()["transfer"]
+    gated = cfg(transfer={"threshold": 0.8, "min_in_distribution": 0.5})
+    assert gated.to_dict()["transfer"]["min_in_distribution"] == 0.5
+    assert loop_config_from_dict(gated.to_dict()) == gated
 
 
 def test_loop_runner_widens_the_family_each_iteration_and_never_synthesizes_held_out(

@@ -23,9 +23,11 @@ YAML form (``config/loop/<name>.yaml``; a mapping with one key ``loop``)::
       policy_options: {}             # that type's options, e.g. {relative_base: command}
       rl: {share: 0.3, plateau_iterations: 1, plateau_delta: 0.02, workers: 1,
            options: {}}              # RL fine-tuning when success plateaus (0 share = off)
-      transfer: {threshold: 0.8, initial_width: 0.1, step: 0.1, max_width: 1.0, gain: 2.0}
+      transfer: {threshold: 0.8, initial_width: 0.1, step: 0.1, max_width: 1.0, gain: 2.0,
+                 min_in_distribution: 0.5}
                                      # template-family cells (template: proc:<family>) widen
                                      # when held-out/in-distribution < threshold (0 = off)
+                                     # and in-distribution success >= min_in_distribution
       synthesis_options: {timing: optimal, acceleration_scale: 2.0}
                                      # expert options of every synthesized episode (as
                                      # clawgym synth --option); {} = the experts' defaults
@@ -261,6 +263,10 @@ class LoopConfig:
             demonstrations from the last report's failure states, per unit of functional
             shortfall (target minus nominal success); 0 = off. The open loop never does.
         max_recovery_share: cap of that share.
+        recovery_min_nominal: nominal success below which no recovery episode is synthesized
+            (a competence gate like ``adr.min_nominal``: a policy that rarely succeeds needs
+            the expert's own demonstrations first, and recovery from its early failure states
+            is often refused by the sign-off); 0 = no gate.
         rl: RL fine-tuning lever (:class:`RlLeverConfig`; off by default).
         eval_mode: ``in_process`` or ``ros``.
         workers: synthesis / rollout worker processes (0 = one per core).
@@ -304,6 +310,7 @@ class LoopConfig:
     max_hardening_share: float = 0.5
     recovery_gain: float = 0.0
     max_recovery_share: float = 0.5
+    recovery_min_nominal: float = 0.0
     rl: RlLeverConfig = dataclasses.field(default_factory=RlLeverConfig)
     eval_mode: str = C.EVAL_MODES[0]
     workers: int = 0
@@ -347,6 +354,7 @@ class LoopConfig:
         check_range("max_hardening_share", self.max_hardening_share, self.hardening_share, 1.0)
         check_range("recovery_gain", self.recovery_gain, 0.0, 100.0)
         check_range("max_recovery_share", self.max_recovery_share, 0.0, 0.9)
+        check_range("recovery_min_nominal", self.recovery_min_nominal, 0.0, 1.0)
         check_choice("eval_mode", self.eval_mode, C.EVAL_MODES)
         check_int("workers", self.workers, 0, 256)
         for obj, cls in (("budget", BudgetConfig), ("adr", AdrConfig), ("rl", RlLeverConfig),
@@ -476,9 +484,10 @@ class LoopConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (what :func:`loop_config_from_dict` reads back); ``policy_options``,
-        ``rl``, ``calibration``, ``transfer``, ``distill``, ``synthesis_options`` and
-        ``stop_at_targets`` only when set (a loop without them has the config artifact id it
-        had before they existed, so its run directory still resumes)."""
+        ``rl``, ``calibration``, ``transfer`` (and its ``min_in_distribution``), ``distill``,
+        ``synthesis_options``, ``stop_at_targets`` and ``recovery_min_nominal`` only when set
+        (a loop without them has the config artifact id it had before they existed, so its
+        run directory still resumes)."""
         from clawgym_ros.config import to_dict
 
         data = to_dict(self)
@@ -491,12 +500,16 @@ class LoopConfig:
             del data["calibration"]
         if data["transfer"] == to_dict(TransferConfig()):
             del data["transfer"]
+        elif not data["transfer"]["min_in_distribution"]:
+            del data["transfer"]["min_in_distribution"]
         if data["distill"] == to_dict(DistillConfig()):
             del data["distill"]
         if not data["synthesis_options"]:
             del data["synthesis_options"]
         if data["stop_at_targets"]:
             del data["stop_at_targets"]
+        if not data["recovery_min_nominal"]:
+            del data["recovery_min_nominal"]
         return data
 
 

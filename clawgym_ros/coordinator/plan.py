@@ -271,6 +271,10 @@ def recovery_episodes(report: Mapping[str, Any], cfg: Any) -> tuple[int, str]:
         return 0, "recovery: none (the report has no failure states on training templates)"
     if nominal is None:
         return 0, "recovery: none (no nominal success measured)"
+    if nominal < cfg.recovery_min_nominal:
+        return 0, (f"recovery: none (nominal success {nominal:.3f} < recovery_min_nominal "
+                   f"{cfg.recovery_min_nominal:g}: the policy needs the expert's own "
+                   "demonstrations first)")
     shortfall = max(0.0, float(target) - nominal)
     share = round(min(cfg.max_recovery_share, cfg.recovery_gain * shortfall), _ROUND)
     count = min(int(round(share * cfg.episodes_per_iteration)),

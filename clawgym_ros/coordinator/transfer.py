@@ -13,7 +13,10 @@ task's own is not measured) below ``transfer.threshold`` widens the width by
 ``transfer.step`` (ADR over template parameters, up to ``transfer.max_width``) and multiplies
 the cell's share by ``1 + transfer.gain * (threshold - ratio)`` (the shares are floored and
 renormalized again). At or above the threshold, or unmeasured (no held-out template in the
-suite, no in-distribution success), width and share are kept. The held-out templates
+suite, no in-distribution success), width and share are kept; so they are while the task's
+in-distribution success is below ``transfer.min_in_distribution`` (a ratio over one or two
+in-distribution successes is too weak a reference to spend budget on breadth: the policy
+needs the core task first). The held-out templates
 themselves are never synthesized: family samples keep their declared distance from them.
 Every change, and every keep, has its reason in the decision.
 """
@@ -46,6 +49,8 @@ class TransferConfig:
         step: width added per firing.
         max_width: the width never exceeds this.
         gain: share multiplier per unit of shortfall: ``1 + gain * (threshold - ratio)``.
+        min_in_distribution: the task's in-distribution success below which width and share
+            are kept (a competence gate like ``adr.min_nominal``); 0 = no gate.
     """
 
     threshold: float = 0.0
@@ -53,6 +58,7 @@ class TransferConfig:
     step: float = 0.1
     max_width: float = 1.0
     gain: float = 2.0
+    min_in_distribution: float = 0.0
 
     def __post_init__(self) -> None:
         check_range("transfer.threshold", self.threshold, 0.0, 2.0)
@@ -60,6 +66,7 @@ class TransferConfig:
         check_range("transfer.initial_width", self.initial_width, 0.0, self.max_width)
         check_range("transfer.step", self.step, 0.0, 1.0, low_open=True)
         check_range("transfer.gain", self.gain, 0.0, 100.0)
+        check_range("transfer.min_in_distribution", self.min_in_distribution, 0.0, 1.0)
 
     @property
     def enabled(self) -> bool:
@@ -131,6 +138,13 @@ def group_template(cell: Mapping[str, Any]) -> str:
     return cell["template"] or "*"
 
 
+def in_distribution_success(report: Mapping[str, Any], task: str) -> float | None:
+    """The report's in-distribution nominal success of ``task`` (None: not measured)."""
+    gen = report.get("aggregated", {}).get(C.DIM_GENERALIZATION, {})
+    value = (((gen.get("tasks") or {}).get(task) or {}).get("in_distribution") or {}).get("value")
+    return None if value is None else float(value)
+
+
 def generalization_ratio(report: Mapping[str, Any], task: str) -> tuple[float | None, str]:
     """The report's held-out / in-distribution success ratio of ``task`` (the pooled one
     when the task's own is not measured), and where it came from."""
@@ -183,11 +197,18 @@ def steer(cells: Sequence[Mapping[str, Any]], report: Mapping[str, Any], transfe
         key, wkey = cell_key(cell), width_key(cell)
         low, width = ranges.get(wkey, (0.0, transfer.initial_width))
         ratio, source = generalization_ratio(report, cell["task"])
+        ind = in_distribution_success(report, cell["task"])
         entry = {"ratio": ratio, "source": source, "width_before": width}
         if not transfer.enabled:
             action, why = "keep", "lever off (transfer.threshold 0)"
         elif ratio is None:
             action, why = "keep", f"generalization {source}"
+        elif transfer.min_in_distribution > 0 and (ind is None
+                                                   or ind < transfer.min_in_distribution):
+            action, why = "keep", (
+                f"in-distribution success {'n/a' if ind is None else f'{ind:.3f}'} < "
+                f"transfer.min_in_distribution {transfer.min_in_distribution:g}: too weak a "
+                "reference to steer the family")
         elif ratio >= transfer.threshold:
             action, why = "keep", (f"generalization {ratio:.3f} ({source}) >= threshold "
                                    f"{transfer.threshold:g}")
