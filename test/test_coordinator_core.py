@@ -439,14 +439,19 @@ def test_final_suite_yaml_keeps_the_cells_with_more_episodes(tmp_path):
         final_suite_yaml(bad, 5)
 
 
-def test_recovery_episodes_follow_the_functional_shortfall_in_the_closed_loop_only():
+def _report_with_failure_states():
+    """A report of a policy at nominal success ~0.5 whose failed episodes list failure
+    states (as an in-process evaluation does), and its nominal success."""
     weak = SyntheticModel(nominal=0.5, drop={"lighting": 0.0}, held_out_factor=1.0)
     report = cube_report(weak, ("lighting",))
-    nominal = report["aggregated"]["robustness"]["nominal"]["value"]
-    # Failure states as an in-process evaluation lists them per failed episode.
     for e in report["per_episode"]:
         if not e["success"]:
             e["failure_states"] = [{"name": f"ep{e['index']:05d}_stall"}]
+    return report, report["aggregated"]["robustness"]["nominal"]["value"]
+
+
+def test_recovery_episodes_follow_the_functional_shortfall_in_the_closed_loop_only():
+    report, nominal = _report_with_failure_states()
     cfg = make_cfg(recovery_gain=1.0, max_recovery_share=0.6,
                    targets={"functional": 0.9, "robustness": 0.95})
     plan = next_plan(after_first(cfg), report, cfg)
@@ -472,12 +477,7 @@ def test_recovery_episodes_follow_the_functional_shortfall_in_the_closed_loop_on
 
 
 def test_recovery_waits_for_nominal_success_recovery_min_nominal():
-    weak = SyntheticModel(nominal=0.5, drop={"lighting": 0.0}, held_out_factor=1.0)
-    report = cube_report(weak, ("lighting",))
-    nominal = report["aggregated"]["robustness"]["nominal"]["value"]
-    for e in report["per_episode"]:
-        if not e["success"]:
-            e["failure_states"] = [{"name": f"ep{e['index']:05d}_stall"}]
+    report, nominal = _report_with_failure_states()
     targets = {"functional": 0.9, "robustness": 0.95}
     gated = make_cfg(recovery_gain=1.0, recovery_min_nominal=nominal + 0.01, targets=targets)
     plan = next_plan(after_first(gated), report, gated)
