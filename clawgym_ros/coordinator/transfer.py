@@ -13,12 +13,12 @@ task's own is not measured) below ``transfer.threshold`` widens the width by
 ``transfer.step`` (ADR over template parameters, up to ``transfer.max_width``) and multiplies
 the cell's share by ``1 + transfer.gain * (threshold - ratio)`` (the shares are floored and
 renormalized again). At or above the threshold, or unmeasured (no held-out template in the
-suite, no in-distribution success), width and share are kept; so they are while the task's
-in-distribution success is below ``transfer.min_in_distribution`` (a ratio over one or two
-in-distribution successes is too weak a reference to spend budget on breadth: the policy
-needs the core task first). The held-out templates
-themselves are never synthesized: family samples keep their declared distance from them.
-Every change, and every keep, has its reason in the decision.
+suite, no in-distribution success), width and share are kept. They are also kept while the
+task's in-distribution success is below ``transfer.min_in_distribution``: a ratio over one or
+two in-distribution successes is too weak a reference to spend budget on breadth, and the
+policy needs the core task first. The held-out templates themselves are never synthesized:
+family samples keep their declared distance from them. Every change, and every keep, has its
+reason in the decision.
 """
 
 from __future__ import annotations
