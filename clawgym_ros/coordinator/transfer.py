@@ -138,22 +138,29 @@ def group_template(cell: Mapping[str, Any]) -> str:
     return cell["template"] or "*"
 
 
+def _task_generalization(report: Mapping[str, Any], task: str
+                         ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The report's generalization block and ``task``'s entry in it (``{}`` when absent)."""
+    gen = report.get("aggregated", {}).get(C.DIM_GENERALIZATION, {})
+    return gen, (gen.get("tasks") or {}).get(task) or {}
+
+
+def _value(entry: Mapping[str, Any], key: str) -> float | None:
+    return (entry.get(key) or {}).get("value")
+
+
 def in_distribution_success(report: Mapping[str, Any], task: str) -> float | None:
     """The report's in-distribution nominal success of ``task`` (None: not measured)."""
-    gen = report.get("aggregated", {}).get(C.DIM_GENERALIZATION, {})
-    value = (((gen.get("tasks") or {}).get(task) or {}).get("in_distribution") or {}).get("value")
+    value = _value(_task_generalization(report, task)[1], "in_distribution")
     return None if value is None else float(value)
 
 
 def generalization_ratio(report: Mapping[str, Any], task: str) -> tuple[float | None, str]:
     """The report's held-out / in-distribution success ratio of ``task`` (the pooled one
     when the task's own is not measured), and where it came from."""
-    gen = report.get("aggregated", {}).get(C.DIM_GENERALIZATION, {})
-    entry = (gen.get("tasks") or {}).get(task)
+    gen, entry = _task_generalization(report, task)
     if entry:
-        value = (entry.get("ratio") or {}).get("value")
-        held = (entry.get("held_out") or {}).get("value")
-        ind = (entry.get("in_distribution") or {}).get("value")
+        value, held, ind = (_value(entry, k) for k in ("ratio", "held_out", "in_distribution"))
         if value is not None:
             return float(value), (f"{task}: held-out {held:.3f} / in-distribution "
                                   f"{ind:.3f}")
